@@ -1,0 +1,172 @@
+// Package config loads and validates gateway.yaml.
+//
+// Loading is strict (an unknown field is an error naming it and its line),
+// applies defaults before decoding, runs every cross-field check, and
+// compiles what the request path needs (upstream URLs, key sources,
+// verifiers) so that a config that loads is a config that runs.
+package config
+
+import (
+	"net/url"
+	"time"
+
+	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/verify"
+)
+
+// Config is gateway.yaml. Field comments give the value an omitted field takes.
+type Config struct {
+	// Listen is the delivery listener's address. Default ":8080".
+	Listen string `yaml:"listen"`
+	// TLS serves deliveries over TLS (and HTTP/2) when both files are set.
+	TLS TLS `yaml:"tls"`
+	// Admin is the /metrics, /healthz, /readyz and /admin/ listener.
+	Admin Admin `yaml:"admin"`
+	// Store holds shared idempotency state.
+	Store Store `yaml:"store"`
+	// Dedupe tunes the local window, locks and retention.
+	Dedupe Dedupe `yaml:"dedupe"`
+	// Alerts raise retry storms.
+	Alerts Alerts `yaml:"alerts"`
+	// Routes are matched in order; at least one is required.
+	Routes []Route `yaml:"routes"`
+
+	// Path is the file the config was loaded from ("" when parsed from bytes).
+	Path string `yaml:"-"`
+	// Dir is the directory relative paths are resolved against.
+	Dir string `yaml:"-"`
+	// Warnings are problems that do not stop the gateway (inline secrets,
+	// expired secrets, unsigned key sources), each naming its line.
+	Warnings []string `yaml:"-"`
+}
+
+// TLS files, relative to the config's directory. Both empty: plain HTTP.
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Admin is the admin listener.
+type Admin struct {
+	// Listen default "127.0.0.1:9090". Empty string disables it.
+	Listen string `yaml:"listen"`
+	// TokenEnv names the variable holding the bearer token. Default
+	// CLAWGATE_ADMIN_TOKEN; unset or empty variable: no token, which is
+	// only allowed on a loopback listener.
+	TokenEnv string `yaml:"token_env"`
+
+	// Token is the resolved token ("" when none).
+	Token string `yaml:"-"`
+}
+
+// Store selects and configures the shared store.
+type Store struct {
+	// Backend: memory (default) or redis.
+	Backend string `yaml:"backend"`
+	Redis   Redis  `yaml:"redis"`
+	// OnError: reject (default; 503 + Retry-After) or forward (local
+	// protection only, counted).
+	OnError string `yaml:"on_error"`
+}
+
+// Redis connection settings (store.backend: redis).
+type Redis struct {
+	// Addrs default ["127.0.0.1:6379"]; several addresses: a cluster, unless
+	// MasterName is set (sentinel addresses).
+	Addrs      []string `yaml:"addrs"`
+	MasterName string   `yaml:"master_name"`
+	Username   string   `yaml:"username"`
+	// PasswordEnv names the variable holding the password. Empty: none.
+	PasswordEnv string `yaml:"password_env"`
+	DB          int    `yaml:"db"`
+	// KeyPrefix default "clawgate:".
+	KeyPrefix string `yaml:"key_prefix"`
+	TLS       bool   `yaml:"tls"`
+
+	// Password is the resolved password.
+	Password string `yaml:"-"`
+}
+
+// Dedupe settings shared by all routes.
+type Dedupe struct {
+	// Window of the in-process LRU of recent outcomes. Default 10s.
+	Window time.Duration `yaml:"window"`
+	// CacheSize bounds the LRU. Default 100000.
+	CacheSize int `yaml:"cache_size"`
+	// LockTTL bounds how long one delivery holds its key. Default 30s.
+	LockTTL time.Duration `yaml:"lock_ttl"`
+	// Retention: how long a finished key is remembered. Default 24h.
+	Retention time.Duration `yaml:"retention"`
+	// ReplayBodyLimit caps the stored response body. Default 64KiB.
+	ReplayBodyLimit ByteSize `yaml:"replay_body_limit"`
+}
+
+// Alerts on retry storms.
+type Alerts struct {
+	// MaxAttempts: more deliveries than this for one key raise an alert.
+	// Default 3.
+	MaxAttempts int `yaml:"max_attempts"`
+	// WebhookURLEnv names a variable holding a URL alerts are POSTed to.
+	// Empty: log and metric only.
+	WebhookURLEnv string `yaml:"webhook_url_env"`
+
+	// WebhookURL is the resolved URL ("" when none).
+	WebhookURL string `yaml:"-"`
+}
+
+// Route is one upstream service and how its deliveries are handled.
+type Route struct {
+	// Name labels metrics and scopes keys. Required, unique.
+	Name  string `yaml:"name"`
+	Match Match  `yaml:"match"`
+	// Upstream is an absolute http(s) URL. Required.
+	Upstream string `yaml:"upstream"`
+	Dedupe   struct {
+		// Mode: enforce (default), shadow (count, never drop) or off.
+		Mode string `yaml:"mode"`
+	} `yaml:"dedupe"`
+	// StripPrefix is removed from the path before forwarding. Default none.
+	StripPrefix string `yaml:"strip_prefix"`
+	// Timeout for the upstream's answer; must be shorter than lock_ttl.
+	// Default 10s.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxBody: larger bodies get 413. Default 1MiB.
+	MaxBody     ByteSize      `yaml:"max_body"`
+	Idempotency Idempotency   `yaml:"idempotency"`
+	Verify      verify.Config `yaml:"verify"`
+	// Delivery: sync (default). "queue" is not supported yet.
+	Delivery string `yaml:"delivery"`
+
+	// Line is the route's line in the file.
+	Line int `yaml:"-"`
+	// UpstreamURL is Upstream parsed.
+	UpstreamURL *url.URL `yaml:"-"`
+	// Key is Idempotency.Key compiled.
+	Key *dedupe.KeySpec `yaml:"-"`
+	// Verifier is Verify compiled.
+	Verifier verify.Verifier `yaml:"-"`
+}
+
+// Match selects a route's deliveries. Exactly one of Path and PathPrefix.
+type Match struct {
+	Path       string `yaml:"path"`
+	PathPrefix string `yaml:"path_prefix"`
+	// Host, when set, must equal the request's host (port ignored).
+	Host string `yaml:"host"`
+	// Methods allowed; default [POST]. Others get 405.
+	Methods []string `yaml:"methods"`
+}
+
+// Idempotency says where a delivery's key comes from.
+type Idempotency struct {
+	// Required: a delivery without a key gets 400. Default true. When false
+	// such a delivery is forwarded without deduplication (outcome unkeyed).
+	Required bool `yaml:"required"`
+	// Key sources, tried in order; the first present wins. Default
+	// ["header:Idempotency-Key"].
+	Key []string `yaml:"key"`
+}
+
+// ByteSize is a size in bytes; YAML accepts 1024, "64KiB", "1MiB", "1GiB",
+// "10KB", "1MB".
+type ByteSize int64

@@ -1,0 +1,108 @@
+// Package store keeps the shared state of idempotency keys: the short lock
+// held while one copy of an event is being forwarded, the finished outcome
+// replayed to duplicates for the retention period, and the attempt counter.
+//
+// Two implementations satisfy Store: Memory (embedded, one process) and
+// Redis (shared by every gateway instance). Keys passed in are already scoped
+// by route ("route:key"); the store never parses them.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store is the shared idempotency state. Every method is safe for concurrent
+// use. Errors other than ErrNotOwner mean the store could not answer
+// (unreachable, timed out, corrupted record) and wrap ErrUnavailable or
+// ErrCorrupt.
+type Store interface {
+	// Claim atomically counts one delivery of key and, if the key is neither
+	// locked nor finished, locks it for lockTTL under a fresh owner token.
+	Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Claim, error)
+	// Finish stores the outcome for retention and releases the lock, only if
+	// token still owns it; otherwise it returns ErrNotOwner and changes nothing.
+	Finish(ctx context.Context, key, token string, out Outcome, retention time.Duration) error
+	// Release drops the lock so the next delivery is forwarded, only if token
+	// still owns it; otherwise ErrNotOwner.
+	Release(ctx context.Context, key, token string) error
+	// Get reports the key's state without changing it (admin API).
+	Get(ctx context.Context, key string) (KeyState, error)
+	// Delete forgets the key (lock, outcome and counter) and returns the
+	// state it had.
+	Delete(ctx context.Context, key string) (KeyState, error)
+	// Ping reports whether the store answers (/readyz).
+	Ping(ctx context.Context) error
+	// Close releases resources.
+	Close() error
+}
+
+// State of a key.
+type State int
+
+const (
+	Absent   State = iota // never seen, or forgotten
+	InFlight              // locked by a copy being forwarded
+	Finished              // outcome stored
+	Claimed               // (Claim only) this caller now holds the lock
+)
+
+func (s State) String() string {
+	switch s {
+	case Absent:
+		return "absent"
+	case InFlight:
+		return "in_flight"
+	case Finished:
+		return "finished"
+	case Claimed:
+		return "claimed"
+	}
+	return "unknown"
+}
+
+// Claim is the answer to Store.Claim.
+type Claim struct {
+	// State is Claimed, InFlight or Finished.
+	State State
+	// Token identifies the lock owner (Claimed only).
+	Token string
+	// Attempts is how many deliveries of the key the store has counted,
+	// this one included.
+	Attempts int64
+	// RetryAfter is the lock's remaining TTL (InFlight only).
+	RetryAfter time.Duration
+	// Outcome is the stored outcome (Finished only).
+	Outcome Outcome
+}
+
+// Outcome is what the upstream answered for a finished key, replayed to
+// duplicates.
+type Outcome struct {
+	Status      int
+	ContentType string
+	Body        []byte
+	// Fingerprint is the hex SHA-256 of method, path and body of the
+	// delivery that finished the key.
+	Fingerprint string
+}
+
+// KeyState is a key as the admin API shows it.
+type KeyState struct {
+	State       State
+	Attempts    int64
+	FirstSeen   time.Time // zero when absent
+	LastSeen    time.Time // zero when absent
+	Status      int       // finished only
+	Fingerprint string    // finished or in flight
+}
+
+var (
+	// ErrNotOwner: the lock expired and may belong to another delivery now.
+	ErrNotOwner = errors.New("store: lock not owned by this token")
+	// ErrUnavailable: the store did not answer in time or at all.
+	ErrUnavailable = errors.New("store: unavailable")
+	// ErrCorrupt: a stored record could not be decoded.
+	ErrCorrupt = errors.New("store: corrupt record")
+)

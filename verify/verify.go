@@ -1,0 +1,133 @@
+// Package verify checks webhook signatures over the raw request body.
+//
+// Each scheme lives in its own file and implements both Verifier (used by the
+// gateway on every delivery) and Signer (used by `clawgate simulate` and the
+// tests), so that signing and verifying can never drift apart. New compiles a
+// route's verify block once, at config load time.
+package verify
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Config is a route's `verify` block as written in gateway.yaml.
+type Config struct {
+	// Scheme names the signature scheme. Empty is a config error; "none" must
+	// be written out to disable verification.
+	Scheme string `yaml:"scheme"`
+	// Header carries the signature (hmac only; jwt uses JWT.Header).
+	Header string `yaml:"header"`
+	// Algorithm is the HMAC hash (hmac only): sha1, sha256 (zero value), sha512.
+	Algorithm string `yaml:"algorithm"`
+	// Encoding of the MAC (hmac only): hex (zero value) or base64.
+	Encoding string `yaml:"encoding"`
+	// Prefix precedes the encoded MAC in the header (hmac only), e.g. "sha256=".
+	Prefix string `yaml:"prefix"`
+	// Tolerance bounds the signed timestamp's distance from now, both
+	// directions (standard-webhooks, stripe, slack). Zero means 5m.
+	Tolerance time.Duration `yaml:"tolerance"`
+	// Secrets are tried in order; every active one may match.
+	Secrets []SecretConfig `yaml:"secrets"`
+	// JWT configures the jwt scheme.
+	JWT JWTConfig `yaml:"jwt"`
+}
+
+// SecretConfig is one signing secret. Exactly one of Secret, SecretEnv and
+// SecretFile is set.
+type SecretConfig struct {
+	// ID labels the secret in webhook_signature_verified_total{secret_id}.
+	ID string `yaml:"id"`
+	// Secret is an inline value (demos only; logged as a warning).
+	Secret string `yaml:"secret"`
+	// SecretEnv names an environment variable holding the secret.
+	SecretEnv string `yaml:"secret_env"`
+	// SecretFile is a file holding the secret (trailing newline trimmed),
+	// relative to the config file's directory.
+	SecretFile string `yaml:"secret_file"`
+	// NotBefore: the secret is not tried before this instant. Zero: always.
+	NotBefore time.Time `yaml:"not_before"`
+	// NotAfter: the secret is not tried after this instant. Zero: never expires.
+	NotAfter time.Time `yaml:"not_after"`
+}
+
+// JWTConfig is the `verify.jwt` block.
+type JWTConfig struct {
+	// Header carries "Bearer <token>" or the bare token. Zero: Authorization.
+	Header string `yaml:"header"`
+	// Algorithms is the allow-list. "none" is always refused.
+	Algorithms []string `yaml:"algorithms"`
+	// Keys verify tokens; a token's kid selects one when present.
+	Keys []JWTKeyConfig `yaml:"keys"`
+	// JWKSFile is a JSON Web Key Set file, relative to the config's directory.
+	JWKSFile string `yaml:"jwks_file"`
+	// Issuer, when set, must equal the iss claim.
+	Issuer string `yaml:"issuer"`
+	// Audience, when set, must be in the aud claim.
+	Audience string `yaml:"audience"`
+	// Leeway applied to exp, nbf and iat. Zero: none.
+	Leeway time.Duration `yaml:"leeway"`
+	// MaxAge rejects tokens whose iat is older. Zero: not checked.
+	MaxAge time.Duration `yaml:"max_age"`
+	// BodyHashClaim names a claim holding the lowercase hex SHA-256 of the
+	// raw body (Plaid: request_body_sha256). Empty: the body is not bound.
+	BodyHashClaim string `yaml:"body_hash_claim"`
+}
+
+// JWTKeyConfig is one JWT verification key: a PEM public key file, or an
+// HMAC secret (secret, secret_env, secret_file) for HS* algorithms.
+type JWTKeyConfig struct {
+	ID         string    `yaml:"id"`
+	PEMFile    string    `yaml:"pem_file"`
+	Secret     string    `yaml:"secret"`
+	SecretEnv  string    `yaml:"secret_env"`
+	SecretFile string    `yaml:"secret_file"`
+	NotBefore  time.Time `yaml:"not_before"`
+	NotAfter   time.Time `yaml:"not_after"`
+}
+
+// Env resolves what a Config refers to outside itself.
+type Env struct {
+	// Getenv looks up secret_env variables. Nil: os.Getenv.
+	Getenv func(string) string
+	// Dir is the directory relative file paths are resolved against.
+	Dir string
+	// Now is the load time, used to judge which secrets are active for
+	// warnings. Zero: time.Now().
+	Now time.Time
+}
+
+// Verifier checks one delivery. It must not retain or modify h or body.
+type Verifier interface {
+	// Verify returns the ID of the secret that matched, or an error wrapping
+	// one of the Err* reasons below.
+	Verify(h http.Header, body []byte, now time.Time) (secretID string, err error)
+}
+
+// Signer adds to h the headers that make body verify under the scheme, with
+// the first active secret. Used by `clawgate simulate` and tests.
+type Signer interface {
+	Sign(h http.Header, body []byte, now time.Time) error
+}
+
+// Failure reasons; each is a label value of webhook_signature_failures_total.
+var (
+	ErrMissing        = errors.New("missing")
+	ErrMalformed      = errors.New("malformed")
+	ErrMismatch       = errors.New("mismatch")
+	ErrExpired        = errors.New("expired")
+	ErrFuture         = errors.New("future")
+	ErrNoActiveSecret = errors.New("no_active_secret")
+)
+
+// Reason maps a Verify error to its metric label ("mismatch" for anything
+// unrecognised, so that a new failure never passes as success).
+func Reason(err error) string {
+	for _, e := range []error{ErrMissing, ErrMalformed, ErrMismatch, ErrExpired, ErrFuture, ErrNoActiveSecret} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return ErrMismatch.Error()
+}
