@@ -1,0 +1,171 @@
+// Package admin serves the admin listener: /metrics, /healthz, /readyz and
+// the operator's key API under /admin/ (contract section 4).
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/store"
+)
+
+// Gateway is what the key API needs of the running gateway.
+type Gateway interface {
+	Config() *config.Config
+	// Forget drops a key from the local window of this instance.
+	Forget(route, key string)
+}
+
+// Broadcaster tells the other instances that a key was reset, so their
+// local windows stop replaying it. Nil: single instance.
+type Broadcaster interface {
+	Forgot(ctx context.Context, route, key string) error
+}
+
+// Options wires the admin handler.
+type Options struct {
+	Gatherer    prometheus.Gatherer
+	Store       store.Store
+	Gateway     Gateway
+	Broadcaster Broadcaster
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on /admin/.
+	Token  string
+	Logger *slog.Logger
+}
+
+// KeyState is the JSON body of the key API.
+type KeyState struct {
+	Route       string     `json:"route"`
+	Key         string     `json:"key"`
+	State       string     `json:"state"`
+	Attempts    int64      `json:"attempts"`
+	FirstSeen   *time.Time `json:"first_seen"`
+	LastSeen    *time.Time `json:"last_seen"`
+	Status      int        `json:"status,omitempty"`
+	Fingerprint string     `json:"fingerprint,omitempty"`
+}
+
+// Handler returns the admin listener's handler.
+func Handler(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	a := &api{o}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelError)}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", a.ready)
+	mux.Handle("GET /admin/keys/{route}/{key...}", a.auth(a.getKey))
+	mux.Handle("DELETE /admin/keys/{route}/{key...}", a.auth(a.deleteKey))
+	mux.Handle("/admin/", a.auth(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
+	}))
+	return mux
+}
+
+type api struct{ Options }
+
+func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.Store.Ping(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unavailable", "error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// auth requires the bearer token, compared in constant time.
+func (a *api) auth(next http.HandlerFunc) http.Handler {
+	want := []byte("Bearer " + a.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="clawgate admin"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong admin token"})
+			return
+		}
+		next(w, r)
+	})
+}
+
+// routeKey reads {route} and {key}, answering 404 for an unknown route.
+func (a *api) routeKey(w http.ResponseWriter, r *http.Request) (route, key string, ok bool) {
+	route, key = r.PathValue("route"), r.PathValue("key")
+	for _, rc := range a.Gateway.Config().Routes {
+		if rc.Name == route {
+			if key == "" || strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid key", "route": route})
+				return "", "", false
+			}
+			return route, key, true
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown route", "route": route})
+	return "", "", false
+}
+
+func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
+	route, key, ok := a.routeKey(w, r)
+	if !ok {
+		return
+	}
+	st, err := a.Store.Get(r.Context(), route+":"+key)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
+		return
+	}
+	writeJSON(w, http.StatusOK, keyState(route, key, st))
+}
+
+func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
+	route, key, ok := a.routeKey(w, r)
+	if !ok {
+		return
+	}
+	st, err := a.Store.Delete(r.Context(), route+":"+key)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
+		return
+	}
+	a.Gateway.Forget(route, key)
+	if a.Broadcaster != nil {
+		if err := a.Broadcaster.Forgot(r.Context(), route, key); err != nil {
+			a.Logger.Warn("admin: could not tell other instances of a key reset", "route", route, "key", key, "error", err.Error())
+		}
+	}
+	a.Logger.Info("admin: key reset", "route", route, "key", key, "state", st.State.String())
+	writeJSON(w, http.StatusOK, keyState(route, key, st))
+}
+
+func keyState(route, key string, st store.KeyState) KeyState {
+	ks := KeyState{Route: route, Key: key, State: st.State.String(), Attempts: st.Attempts,
+		Status: st.Status, Fingerprint: st.Fingerprint}
+	if !st.FirstSeen.IsZero() {
+		t := st.FirstSeen.UTC()
+		ks.FirstSeen = &t
+	}
+	if !st.LastSeen.IsZero() {
+		t := st.LastSeen.UTC()
+		ks.LastSeen = &t
+	}
+	return ks
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

@@ -1,0 +1,234 @@
+// Package metrics defines every Prometheus series clawgate exports, with the
+// names and labels of the product contract (section 5). Collectors are
+// registered on an injected prometheus.Registerer so tests can read them
+// back with Gather().
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics holds the gateway's collectors.
+type Metrics struct {
+	Requests            *prometheus.CounterVec   // webhook_requests_total{route,code}
+	Duplicates          *prometheus.CounterVec   // webhook_duplicate_requests_total{route,layer,outcome}
+	Processing          *prometheus.HistogramVec // webhook_processing_duration_seconds{route,outcome}
+	CacheHits           *prometheus.CounterVec   // idempotency_cache_hits_total{route}
+	CacheMisses         *prometheus.CounterVec   // idempotency_cache_misses_total{route}
+	SignatureFailures   *prometheus.CounterVec   // webhook_signature_failures_total{route,reason}
+	SignatureVerified   *prometheus.CounterVec   // webhook_signature_verified_total{route,secret_id}
+	UpstreamDuration    *prometheus.HistogramVec // webhook_upstream_duration_seconds{route}
+	LockReleased        *prometheus.CounterVec   // webhook_lock_released_total{route,reason}
+	StoreErrors         *prometheus.CounterVec   // webhook_store_errors_total{op}
+	AttemptsExceeded    *prometheus.CounterVec   // webhook_attempts_exceeded_total{route}
+	StoreEvictions      prometheus.Counter       // webhook_store_evictions_total
+	AlertsSent          *prometheus.CounterVec   // webhook_alerts_total{result}
+	ConfigReloads       *prometheus.CounterVec   // clawgate_config_reloads_total{result}
+
+	ratioMu sync.Mutex
+	ratios  map[string]*hitRatio
+}
+
+// hitRatio backs idempotency_cache_hit_ratio for one route; it is computed
+// at scrape time from two atomics, so the hot path does no division.
+type hitRatio struct{ hits, misses atomic.Uint64 }
+
+// Outcome label values of webhook_processing_duration_seconds and of the
+// access log.
+const (
+	OutcomeForwarded    = "forwarded"
+	OutcomeReplayed     = "replayed"
+	OutcomeInFlight     = "in_flight"
+	OutcomeConflict     = "conflict"
+	OutcomeRejected     = "rejected"
+	OutcomeUnauthorized = "unauthorized"
+	OutcomeUnkeyed      = "unkeyed"
+	OutcomeError        = "error"
+)
+
+// New creates the collectors and registers them, with the Go and process
+// collectors, on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_requests_total",
+			Help: "Deliveries answered, by route and HTTP status code.",
+		}, []string{"route", "code"}),
+		Duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_duplicate_requests_total",
+			Help: "Duplicate deliveries caught, by the layer that caught them (cache, store) and what was answered (replayed, in_flight, conflict).",
+		}, []string{"route", "layer", "outcome"}),
+		Processing: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "webhook_processing_duration_seconds",
+			Help:    "Time from a delivery's arrival to its answer, by outcome.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route", "outcome"}),
+		CacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idempotency_cache_hits_total",
+			Help: "Keyed deliveries answered from the in-process window.",
+		}, []string{"route"}),
+		CacheMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idempotency_cache_misses_total",
+			Help: "Keyed deliveries not found in the in-process window.",
+		}, []string{"route"}),
+		SignatureFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_signature_failures_total",
+			Help: "Deliveries refused with 401, by reason.",
+		}, []string{"route", "reason"}),
+		SignatureVerified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_signature_verified_total",
+			Help: "Deliveries whose signature matched, by the secret that matched.",
+		}, []string{"route", "secret_id"}),
+		UpstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "webhook_upstream_duration_seconds",
+			Help:    "Time the upstream took to answer a forwarded delivery.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route"}),
+		LockReleased: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_lock_released_total",
+			Help: "Locks released without finishing the key, so the next retry is forwarded, by reason.",
+		}, []string{"route", "reason"}),
+		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_store_errors_total",
+			Help: "Store operations that failed, by operation.",
+		}, []string{"op"}),
+		AttemptsExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_attempts_exceeded_total",
+			Help: "Keys delivered more often than alerts.max_attempts (counted once per key).",
+		}, []string{"route"}),
+		StoreEvictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "webhook_store_evictions_total",
+			Help: "Finished keys the memory store evicted before their retention because it was full.",
+		}),
+		AlertsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_alerts_total",
+			Help: "Retry alerts posted to alerts.webhook_url_env, by result (sent, failed, dropped).",
+		}, []string{"result"}),
+		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clawgate_config_reloads_total",
+			Help: "SIGHUP config reloads, by result (ok, error).",
+		}, []string{"result"}),
+		ratios: map[string]*hitRatio{},
+	}
+	reg.MustRegister(m.Requests, m.Duplicates, m.Processing, m.CacheHits, m.CacheMisses,
+		m.SignatureFailures, m.SignatureVerified, m.UpstreamDuration, m.LockReleased,
+		m.StoreErrors, m.AttemptsExceeded, m.StoreEvictions, m.AlertsSent, m.ConfigReloads,
+		ratioCollector{m},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+var ratioDesc = prometheus.NewDesc("idempotency_cache_hit_ratio",
+	"Share of keyed deliveries answered from the in-process window: hits / (hits + misses).",
+	[]string{"route"}, nil)
+
+type ratioCollector struct{ m *Metrics }
+
+func (c ratioCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ratioDesc }
+
+func (c ratioCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.ratioMu.Lock()
+	defer c.m.ratioMu.Unlock()
+	for route, r := range c.m.ratios {
+		h, mi := float64(r.hits.Load()), float64(r.misses.Load())
+		v := 0.0
+		if h+mi > 0 {
+			v = h / (h + mi)
+		}
+		ch <- prometheus.MustNewConstMetric(ratioDesc, prometheus.GaugeValue, v, route)
+	}
+}
+
+// Route returns the pre-labelled series of one route, so the request path
+// does no label lookups.
+func (m *Metrics) Route(name string) *RouteMetrics {
+	m.ratioMu.Lock()
+	r, ok := m.ratios[name]
+	if !ok {
+		r = &hitRatio{}
+		m.ratios[name] = r
+	}
+	m.ratioMu.Unlock()
+	rm := &RouteMetrics{
+		m:          m,
+		name:       name,
+		ratio:      r,
+		cacheHit:   m.CacheHits.WithLabelValues(name),
+		cacheMiss:  m.CacheMisses.WithLabelValues(name),
+		upstream:   m.UpstreamDuration.WithLabelValues(name),
+		processing: map[string]prometheus.Observer{},
+		codes:      map[int]prometheus.Counter{},
+	}
+	for _, o := range []string{OutcomeForwarded, OutcomeReplayed, OutcomeInFlight, OutcomeConflict,
+		OutcomeRejected, OutcomeUnauthorized, OutcomeUnkeyed, OutcomeError} {
+		rm.processing[o] = m.Processing.WithLabelValues(name, o)
+	}
+	for _, c := range []int{200, 201, 202, 204, 400, 401, 404, 405, 409, 413, 422, 499, 500, 502, 503, 504} {
+		rm.codes[c] = m.Requests.WithLabelValues(name, strconv.Itoa(c))
+	}
+	return rm
+}
+
+// RouteMetrics is one route's series.
+type RouteMetrics struct {
+	m          *Metrics
+	name       string
+	ratio      *hitRatio
+	cacheHit   prometheus.Counter
+	cacheMiss  prometheus.Counter
+	upstream   prometheus.Observer
+	processing map[string]prometheus.Observer // read-only after Route()
+	codes      map[int]prometheus.Counter     // read-only after Route()
+}
+
+// CacheHit counts a keyed delivery answered from the local window.
+func (r *RouteMetrics) CacheHit() { r.cacheHit.Inc(); r.ratio.hits.Add(1) }
+
+// CacheMiss counts a keyed delivery not in the local window.
+func (r *RouteMetrics) CacheMiss() { r.cacheMiss.Inc(); r.ratio.misses.Add(1) }
+
+// Duplicate counts a duplicate caught by layer (cache, store).
+func (r *RouteMetrics) Duplicate(layer, outcome string) {
+	r.m.Duplicates.WithLabelValues(r.name, layer, outcome).Inc()
+}
+
+// Done records an answered delivery.
+func (r *RouteMetrics) Done(code int, outcome string, seconds float64) {
+	c, ok := r.codes[code]
+	if !ok {
+		c = r.m.Requests.WithLabelValues(r.name, strconv.Itoa(code))
+	}
+	c.Inc()
+	o, ok := r.processing[outcome]
+	if !ok {
+		o = r.m.Processing.WithLabelValues(r.name, outcome)
+	}
+	o.Observe(seconds)
+}
+
+// Upstream records how long the upstream took.
+func (r *RouteMetrics) Upstream(seconds float64) { r.upstream.Observe(seconds) }
+
+// SignatureFailed counts a 401 by reason.
+func (r *RouteMetrics) SignatureFailed(reason string) {
+	r.m.SignatureFailures.WithLabelValues(r.name, reason).Inc()
+}
+
+// SignatureVerified counts a matched signature by secret id.
+func (r *RouteMetrics) SignatureVerified(secretID string) {
+	r.m.SignatureVerified.WithLabelValues(r.name, secretID).Inc()
+}
+
+// LockReleased counts a lock released without finishing, by reason.
+func (r *RouteMetrics) LockReleased(reason string) {
+	r.m.LockReleased.WithLabelValues(r.name, reason).Inc()
+}
+
+// AttemptsExceeded counts a key past alerts.max_attempts.
+func (r *RouteMetrics) AttemptsExceeded() { r.m.AttemptsExceeded.WithLabelValues(r.name).Inc() }

@@ -1,0 +1,340 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/verify"
+)
+
+// delivery is one request on its way through the steps.
+type delivery struct {
+	w       http.ResponseWriter
+	r       *http.Request
+	t       *table
+	rt      *route
+	start   time.Time
+	reqID   string
+	trace   string
+	body    []byte
+	key     string // derived key, "" when unkeyed
+	scoped  string // route:key
+	fp      string
+	attempt int64
+	status  int
+	outcome string
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// ServeHTTP runs contract section 3, steps 1 to 11, for one delivery.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d := &delivery{w: w, r: r, t: g.tbl.Load(), start: time.Now()}
+	d.reqID = headerID(r.Header.Get("X-Request-Id"))
+	d.trace = traceparent(r.Header.Get("Traceparent"))
+
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	err := g.deliver(d, buf)
+	if buf.Cap() <= 1<<20 {
+		bufPool.Put(buf)
+	}
+	g.done(d, err)
+}
+
+func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
+	// 1. Route.
+	rt, err := d.t.match(d.r)
+	d.rt = rt
+	if err != nil {
+		if rt != nil {
+			d.w.Header().Set("Allow", rt.allow)
+		}
+		return err
+	}
+
+	// 2. Body, up to max_body.
+	if err := readBody(d.r, buf, int64(rt.MaxBody)); err != nil {
+		return err
+	}
+	d.body = buf.Bytes()
+
+	// 3. Signature over the raw bytes.
+	secretID, err := rt.Verifier.Verify(d.r.Header, d.body, g.now())
+	if err != nil {
+		rt.m.SignatureFailed(verify.Reason(err))
+		return fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized", err)
+	}
+	if rt.Verify.Scheme != "none" {
+		rt.m.SignatureVerified(secretID)
+	}
+	if rt.Dedupe.Mode == "off" {
+		return g.forward(d, "")
+	}
+
+	// 4. Key and fingerprint.
+	d.key, err = rt.Key.Derive(d.r, d.body)
+	switch {
+	case errors.Is(err, dedupe.ErrNoKey) && !rt.Idempotency.Required:
+		d.outcome = metrics.OutcomeUnkeyed
+		return g.forward(d, "")
+	case errors.Is(err, dedupe.ErrNoKey):
+		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "missing idempotency key", err)
+	case err != nil:
+		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "invalid idempotency key", err)
+	}
+	d.scoped = rt.Name + ":" + d.key
+	d.fp = dedupe.Fingerprint(d.r.Method, d.r.URL.Path, d.body)
+	shadow := rt.Dedupe.Mode == "shadow"
+
+	// 5. Local window: a finished outcome costs no store round trip.
+	if e, ok := g.cache.Get(d.scoped); ok {
+		rt.m.CacheHit()
+		d.attempt = e.Attempts.Add(1)
+		g.checkAttempts(d)
+		if e.Outcome.Fingerprint != d.fp {
+			rt.m.Duplicate("cache", metrics.OutcomeConflict)
+			if !shadow {
+				return errKeyReused
+			}
+		} else {
+			rt.m.Duplicate("cache", metrics.OutcomeReplayed)
+			if !shadow {
+				return g.replay(d, &e.Outcome)
+			}
+		}
+		return g.forward(d, "")
+	}
+	rt.m.CacheMiss()
+	if !g.cache.Begin(d.scoped) {
+		rt.m.Duplicate("cache", metrics.OutcomeInFlight)
+		if !shadow {
+			return inFlight(time.Second)
+		}
+		return g.forward(d, "")
+	}
+	defer g.cache.End(d.scoped)
+
+	// 6. Claim the key in the store, one atomic step.
+	claim, err := g.store.Claim(d.r.Context(), d.scoped, d.fp, d.t.cfg.Dedupe.LockTTL)
+	if err != nil {
+		g.storeError("claim", d, err)
+		if d.t.cfg.Store.OnError == "forward" {
+			return g.forward(d, "")
+		}
+		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)
+		se.retryAfter = 1
+		return se
+	}
+	d.attempt = claim.Attempts
+	g.checkAttempts(d)
+	switch claim.State {
+	case store.Claimed:
+		return g.forward(d, claim.Token)
+	case store.InFlight:
+		rt.m.Duplicate("store", metrics.OutcomeInFlight)
+		if !shadow {
+			return inFlight(claim.RetryAfter)
+		}
+	case store.Finished:
+		if claim.Outcome.Fingerprint != d.fp {
+			rt.m.Duplicate("store", metrics.OutcomeConflict)
+			if !shadow {
+				return errKeyReused
+			}
+		} else {
+			g.cache.Add(d.scoped, claim.Outcome, claim.Attempts)
+			rt.m.Duplicate("store", metrics.OutcomeReplayed)
+			if !shadow {
+				return g.replay(d, &claim.Outcome)
+			}
+		}
+	default:
+		return fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable",
+			fmt.Errorf("proxy: claim returned state %v", claim.State))
+	}
+	// 7. Shadow mode: counted above, forwarded anyway.
+	return g.forward(d, "")
+}
+
+var errKeyReused = fail(http.StatusUnprocessableEntity, metrics.OutcomeConflict,
+	"idempotency key reused with a different payload", nil)
+
+func inFlight(retry time.Duration) error {
+	se := fail(http.StatusConflict, metrics.OutcomeInFlight, "a delivery with this idempotency key is in progress", nil)
+	se.retryAfter = int(math.Ceil(retry.Seconds()))
+	if se.retryAfter < 1 {
+		se.retryAfter = 1
+	}
+	return se
+}
+
+// readBody reads the whole body into buf, refusing more than max bytes.
+func readBody(r *http.Request, buf *bytes.Buffer, max int64) error {
+	tooLarge := fail(http.StatusRequestEntityTooLarge, metrics.OutcomeRejected, "body larger than max_body", nil)
+	if r.ContentLength > max {
+		return tooLarge
+	}
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		if r.Context().Err() != nil {
+			return r.Context().Err()
+		}
+		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "could not read body", err)
+	}
+	if n > max {
+		return tooLarge
+	}
+	return nil
+}
+
+// replay answers with a stored outcome (step 8).
+func (g *Gateway) replay(d *delivery, out *store.Outcome) error {
+	h := d.w.Header()
+	if out.ContentType != "" {
+		h.Set("Content-Type", out.ContentType)
+	}
+	h.Set("Idempotent-Replayed", "true")
+	h.Set("X-Request-Id", d.reqID)
+	d.w.WriteHeader(out.Status)
+	d.w.Write(out.Body)
+	d.status, d.outcome = out.Status, metrics.OutcomeReplayed
+	return nil
+}
+
+// checkAttempts raises the retry alert the moment a key passes
+// alerts.max_attempts: once, on the delivery that crosses the line.
+func (g *Gateway) checkAttempts(d *delivery) {
+	max := int64(d.t.cfg.Alerts.MaxAttempts)
+	if max <= 0 || d.attempt != max+1 {
+		return
+	}
+	d.rt.m.AttemptsExceeded()
+	g.log.LogAttrs(d.r.Context(), slog.LevelWarn, "key delivered more often than alerts.max_attempts",
+		slog.String("route", d.rt.Name), slog.String("key", d.key),
+		slog.Int64("attempts", d.attempt), slog.Int("max_attempts", int(max)))
+	if g.alerter != nil {
+		g.alerter.Alert(d.rt.Name, d.key, d.attempt)
+	}
+}
+
+func (g *Gateway) storeError(op string, d *delivery, err error) {
+	g.metrics.StoreErrors.WithLabelValues(op).Inc()
+	g.log.LogAttrs(context.Background(), slog.LevelError, "store error",
+		slog.String("op", op), slog.String("route", d.rt.Name), slog.String("key", d.key),
+		slog.String("request_id", d.reqID), slog.String("error", err.Error()))
+}
+
+// done is the single exit: it writes the gateway's own error answer if there
+// is one, then counts the delivery and writes its one access line. The
+// private cause of a failure goes to that line, never to the caller.
+func (g *Gateway) done(d *delivery, err error) {
+	name := "unmatched"
+	if d.rt != nil {
+		name = d.rt.Name
+	}
+	level := slog.LevelInfo
+	var cause slog.Attr
+	if err != nil {
+		se := statusOf(err)
+		writeError(d.w, se, name, d.reqID)
+		d.status, d.outcome = se.status, se.outcome
+		switch {
+		case se.status == http.StatusUnauthorized:
+			cause = slog.String("reason", verify.Reason(se.err))
+		case se.err != nil:
+			cause = slog.String("error", se.Error())
+			if se.status >= 500 {
+				level = slog.LevelWarn
+			}
+		}
+	}
+	elapsed := time.Since(d.start)
+	if d.rt != nil {
+		d.rt.m.Done(d.status, d.outcome, elapsed.Seconds())
+	} else {
+		g.metrics.Requests.WithLabelValues(name, strconv.Itoa(d.status)).Inc()
+	}
+	if !g.log.Enabled(d.r.Context(), level) {
+		return
+	}
+	g.log.LogAttrs(d.r.Context(), level, "delivery",
+		slog.String("route", name),
+		slog.String("key", d.key),
+		slog.String("outcome", d.outcome),
+		slog.Int("status", d.status),
+		slog.Int64("attempt", d.attempt),
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		slog.String("method", d.r.Method),
+		slog.String("path", d.r.URL.Path),
+		slog.String("request_id", d.reqID),
+		cause)
+}
+
+// headerID keeps a caller's X-Request-Id when it is short printable ASCII,
+// else makes one.
+func headerID(v string) string {
+	if v != "" && len(v) <= 128 {
+		ok := true
+		for i := 0; i < len(v); i++ {
+			if v[i] <= ' ' || v[i] >= 0x7f {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return v
+		}
+	}
+	return randHex(16)
+}
+
+// traceparent keeps a valid W3C traceparent, else starts a new trace.
+func traceparent(v string) string {
+	if len(v) == 55 && v[2] == '-' && v[35] == '-' && v[52] == '-' && isHex(v[:2]) && isHex(v[3:35]) &&
+		isHex(v[36:52]) && isHex(v[53:]) && v[:2] != "ff" && v[3:35] != "00000000000000000000000000000000" &&
+		v[36:52] != "0000000000000000" {
+		return v
+	}
+	return "00-" + randHex(16) + "-" + randHex(8) + "-01"
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+const hexDigits = "0123456789abcdef"
+
+func randHex(n int) string {
+	b := make([]byte, 2*n)
+	for i := 0; i < n; i += 8 {
+		x := rand.Uint64()
+		for j := 0; j < 8 && i+j < n; j++ {
+			c := byte(x >> (8 * j))
+			b[2*(i+j)], b[2*(i+j)+1] = hexDigits[c>>4], hexDigits[c&15]
+		}
+	}
+	return string(b)
+}

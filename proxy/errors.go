@@ -1,0 +1,79 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/clawgate/clawgate/metrics"
+)
+
+// StatusClientClosed is logged and counted when the caller went away before
+// its answer was ready (Nginx's 499). Nothing is written.
+const StatusClientClosed = 499
+
+// statusError is a failure with the status the caller gets. Every answer the
+// gateway writes itself goes through one, so the mapping from failure to
+// status lives in one place: statusOf.
+type statusError struct {
+	status     int
+	msg        string // public: sent to the caller
+	outcome    string // access log and metric label
+	retryAfter int    // seconds; 0: no Retry-After
+	err        error  // private cause: logged, never sent
+}
+
+func (e *statusError) Error() string {
+	if e.err != nil {
+		return e.msg + ": " + e.err.Error()
+	}
+	return e.msg
+}
+
+func (e *statusError) Unwrap() error { return e.err }
+
+func fail(status int, outcome, msg string, cause error) *statusError {
+	return &statusError{status: status, msg: msg, outcome: outcome, err: cause}
+}
+
+// statusOf maps any failure to what the caller gets: the error funnel.
+func statusOf(err error) *statusError {
+	var se *statusError
+	switch {
+	case errors.As(err, &se):
+		return se
+	case errors.Is(err, context.Canceled):
+		return fail(StatusClientClosed, metrics.OutcomeError, "client closed request", err)
+	case errors.Is(err, ErrUpstreamTimeout), errors.Is(err, context.DeadlineExceeded):
+		return fail(http.StatusGatewayTimeout, metrics.OutcomeError, "upstream timed out", err)
+	case errors.Is(err, ErrUpstreamUnreachable):
+		return fail(http.StatusBadGateway, metrics.OutcomeError, "upstream unreachable", err)
+	}
+	return fail(http.StatusBadGateway, metrics.OutcomeError, "bad gateway", err)
+}
+
+// writeError writes the gateway's own JSON error answer.
+func writeError(w http.ResponseWriter, se *statusError, route, requestID string) {
+	if se.status == StatusClientClosed {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Request-Id", requestID)
+	if se.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(se.retryAfter))
+	}
+	w.WriteHeader(se.status)
+	w.Write(errorBody(se.msg, route))
+}
+
+// errorBody is {"error": msg, "route": route}, JSON-escaped.
+func errorBody(msg, route string) []byte {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+		Route string `json:"route"`
+	}{msg, route})
+	return append(b, '\n')
+}

@@ -1,0 +1,110 @@
+// Package proxy is the delivery path: it matches a route, reads and verifies
+// the body, derives the idempotency key, answers duplicates from the local
+// window or the store, and forwards exactly one copy of each event upstream.
+//
+// Where to look: ServeHTTP (deliver.go) runs the steps of contract section 3
+// in order; forward.go sends the one copy and settles the key; errors.go is
+// the funnel that maps every failure to its status code.
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/store"
+)
+
+// Alerter is told, once per key, that a key was delivered more than
+// alerts.max_attempts times. It must not block.
+type Alerter interface {
+	Alert(route, key string, attempts int64)
+}
+
+// Options wires a Gateway.
+type Options struct {
+	// Store holds shared key state. Required.
+	Store store.Store
+	// Metrics receives every series. Required.
+	Metrics *metrics.Metrics
+	// Logger receives access and warning lines. Nil: slog.Default().
+	Logger *slog.Logger
+	// Alerter, when set, is told of keys past alerts.max_attempts.
+	Alerter Alerter
+	// Now is the clock signatures are checked against. Nil: time.Now.
+	Now func() time.Time
+	// NewUpstream builds a route's client. Nil: NewFastUpstream.
+	NewUpstream func(*config.Route) Upstream
+}
+
+// Gateway is the http.Handler of the delivery listener.
+type Gateway struct {
+	store       store.Store
+	cache       *dedupe.Cache
+	metrics     *metrics.Metrics
+	log         *slog.Logger
+	alerter     Alerter
+	now         func() time.Time
+	newUpstream func(*config.Route) Upstream
+
+	tbl  atomic.Pointer[table]
+	held sync.Map // scoped key -> owner token, for locks held right now
+}
+
+// New returns a Gateway serving cfg. The local window's size and duration
+// are fixed here; Reload swaps routes only.
+func New(cfg *config.Config, o Options) *Gateway {
+	g := &Gateway{
+		store:       o.Store,
+		cache:       dedupe.NewCache(cfg.Dedupe.CacheSize, cfg.Dedupe.Window),
+		metrics:     o.Metrics,
+		log:         o.Logger,
+		alerter:     o.Alerter,
+		now:         o.Now,
+		newUpstream: o.NewUpstream,
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	if g.newUpstream == nil {
+		g.newUpstream = func(r *config.Route) Upstream { return NewFastUpstream(r.UpstreamURL) }
+	}
+	g.Reload(cfg)
+	return g
+}
+
+// Reload swaps in a new config's routes; requests in flight finish on the
+// routes they started with.
+func (g *Gateway) Reload(cfg *config.Config) {
+	g.tbl.Store(newTable(cfg, g.metrics, g.newUpstream))
+}
+
+// Config returns the config being served.
+func (g *Gateway) Config() *config.Config { return g.tbl.Load().cfg }
+
+// Forget removes a key from this instance's local window (the operator's
+// reset; see the admin API).
+func (g *Gateway) Forget(route, key string) { g.cache.Remove(route + ":" + key) }
+
+// ReleaseHeld releases every lock this instance still holds: called at
+// shutdown for requests cut by the grace period, so their retries need not
+// wait out lock_ttl.
+func (g *Gateway) ReleaseHeld(ctx context.Context) int {
+	n := 0
+	g.held.Range(func(k, v any) bool {
+		if err := g.store.Release(ctx, k.(string), v.(string)); err == nil {
+			n++
+		}
+		g.held.Delete(k)
+		return true
+	})
+	return n
+}

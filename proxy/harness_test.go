@@ -1,0 +1,219 @@
+package proxy_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/proxy"
+	"github.com/clawgate/clawgate/store"
+)
+
+const testSecret = "test-secret"
+
+// baseConfig is one hmac route; %UPSTREAM% and %EXTRA% are filled per test.
+const baseConfig = `
+listen: "127.0.0.1:0"
+admin: { listen: "" }
+dedupe: { lock_ttl: 5s }
+routes:
+  - name: orders
+    match: { path: /webhook/order }
+    upstream: %UPSTREAM%
+    timeout: 2s
+    max_body: 1KiB
+%EXTRA%
+    verify:
+      scheme: hmac
+      header: X-Signature
+      prefix: "sha256="
+      secrets: [{ id: k1, secret: test-secret }]
+`
+
+// harness is a gateway between a test client and an httptest upstream, all
+// on loopback.
+type harness struct {
+	t        *testing.T
+	gw       *proxy.Gateway
+	srv      *httptest.Server
+	up       *httptest.Server
+	upCalls  atomic.Int64
+	reg      *prometheus.Registry
+	logs     *syncBuffer
+	upstream http.HandlerFunc
+	mu       sync.Mutex
+	upReqs   []*http.Request
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Lines() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal([]byte(l), &m); err == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+type harnessOpt func(*harnessConf)
+
+type harnessConf struct {
+	extra string
+	yaml  string
+	store store.Store
+}
+
+func withRouteYAML(extra string) harnessOpt { return func(c *harnessConf) { c.extra = extra } }
+func withConfig(y string) harnessOpt        { return func(c *harnessConf) { c.yaml = y } }
+func withStore(s store.Store) harnessOpt    { return func(c *harnessConf) { c.store = s } }
+
+func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *harness {
+	t.Helper()
+	hc := harnessConf{yaml: baseConfig}
+	for _, o := range opts {
+		o(&hc)
+	}
+	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: &syncBuffer{}, upstream: upstream}
+	h.up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.upCalls.Add(1)
+		r2 := r.Clone(r.Context())
+		h.mu.Lock()
+		h.upReqs = append(h.upReqs, r2)
+		h.mu.Unlock()
+		if h.upstream != nil {
+			h.upstream(w, r)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(h.up.Close)
+	y := strings.ReplaceAll(hc.yaml, "%UPSTREAM%", h.up.URL)
+	y = strings.ReplaceAll(y, "%EXTRA%", hc.extra)
+	cfg, err := config.Parse([]byte(y), "test.yaml", t.TempDir(), func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	st := hc.store
+	if st == nil {
+		st = store.NewMemory(store.MemoryOptions{MaxKeys: 10000})
+	}
+	h.gw = proxy.New(cfg, proxy.Options{
+		Store:   st,
+		Metrics: metrics.New(h.reg),
+		Logger:  slog.New(slog.NewJSONHandler(h.logs, nil)),
+	})
+	h.srv = httptest.NewServer(h.gw)
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func sign(body []byte) string {
+	m := hmac.New(sha256.New, []byte(testSecret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+type result struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// post sends a signed delivery with an Idempotency-Key (none when key is "").
+func (h *harness) post(t testing.TB, path, key string, body []byte, mutate ...func(*http.Request)) result {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Signature", sign(body))
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	for _, m := range mutate {
+		m(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return result{resp.StatusCode, resp.Header, string(b)}
+}
+
+// metric returns the value of the series of name whose labels include want.
+func (h *harness) metric(name string, want map[string]string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for k, v := range want {
+				if labelValue(m, k) != v {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}

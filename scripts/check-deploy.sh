@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# scripts/check-deploy.sh: checks the deploy stack (deploy/) without a Docker
+# engine. Exits non-zero if any check fails; prints what it skipped and why.
+#
+#   promtool check config deploy/prometheus.yml   (and the rule files it loads)
+#   promtool check rules  deploy/rules/*.yml
+#   promtool test rules   deploy/rules/tests/*.yml
+#   the Grafana dashboard: valid JSON, a route variable, unique panel ids,
+#     every panel has queries, every query is valid PromQL (promtool), and
+#     uses only metric names the gateway exports          (needs jq)
+#   metric names in the alert rules                       (plain grep)
+#   docker compose config -q, and that every bind-mounted file exists
+#                                                          (needs docker compose or docker-compose)
+#   the Dockerfile: Go version matches go.mod, static non-root build
+#   deploy/gateway.yaml passes `clawgate check`, and -X main.version reaches
+#     `clawgate version`                                  (needs ./cmd/clawgate)
+#
+# Environment: VERBOSE=1 prints the output of passing commands too.
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 1
+
+passed=0
+failed=0
+skipped=()
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok()   { passed=$((passed + 1)); echo "ok:   $*"; }
+bad()  { failed=$((failed + 1)); echo "FAIL: $*"; }
+skip() { skipped+=("$*"); echo "skip: $*"; }
+
+# run DESCRIPTION CMD...: runs CMD, prints its output on failure (or VERBOSE).
+run() {
+	local desc=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		ok "$desc"
+		[ -n "${VERBOSE:-}" ] && [ -n "$out" ] && echo "$out" | sed 's/^/      /'
+	else
+		bad "$desc"
+		echo "$out" | sed 's/^/      /'
+	fi
+	return 0
+}
+
+# Metric names clawgate exports (contract sections 5 and 7). Histograms are
+# only valid with _bucket/_sum/_count. dead_letter_queue_size is not exported
+# yet: rules may use it (they match nothing while it is absent), dashboards not.
+counters_gauges="webhook_duplicate_requests_total idempotency_cache_hit_ratio
+webhook_requests_total idempotency_cache_hits_total idempotency_cache_misses_total
+webhook_signature_failures_total webhook_signature_verified_total
+webhook_lock_released_total webhook_store_errors_total webhook_attempts_exceeded_total"
+histograms="webhook_processing_duration_seconds webhook_upstream_duration_seconds"
+not_yet="dead_letter_queue_size"
+
+known_metric() { # NAME ALLOW_NOT_YET
+	local m
+	for m in $counters_gauges; do [ "$1" = "$m" ] && return 0; done
+	for m in $histograms; do
+		case $1 in "${m}_bucket" | "${m}_sum" | "${m}_count") return 0 ;; esac
+	done
+	if [ "$2" = yes ]; then
+		for m in $not_yet; do [ "$1" = "$m" ] && return 0; done
+	fi
+	return 1
+}
+
+# check_metric_names DESCRIPTION ALLOW_NOT_YET < text: every clawgate-looking
+# metric name in the text (webhook_*, idempotency_*, dead_letter_*; recording
+# rule names, which contain ':', excepted) must be a known one.
+check_metric_names() {
+	local desc=$1 allow=$2 name unknown=""
+	for name in $(grep -oE '[A-Za-z0-9_:]*(webhook|idempotency|dead_letter)_[A-Za-z0-9_:]*' | sort -u); do
+		case $name in *:*) continue ;; esac
+		known_metric "$name" "$allow" || unknown="$unknown $name"
+	done
+	if [ -z "$unknown" ]; then
+		ok "$desc"
+	else
+		bad "$desc: unknown metric names:$unknown"
+	fi
+}
+
+# --- promtool ---------------------------------------------------------------
+if ! command -v promtool >/dev/null 2>&1 && [ -x scripts/ensure-pkg.sh ]; then
+	echo "promtool not found: scripts/ensure-pkg.sh promtool prometheus"
+	scripts/ensure-pkg.sh promtool prometheus || true
+fi
+if command -v promtool >/dev/null 2>&1; then
+	echo "using $(promtool --version 2>&1 | head -n1)"
+	run "promtool check config deploy/prometheus.yml" promtool check config deploy/prometheus.yml
+	run "promtool check rules deploy/rules/*.yml" promtool check rules deploy/rules/*.yml
+	run "promtool test rules deploy/rules/tests/*.yml" promtool test rules deploy/rules/tests/*.yml
+else
+	bad "promtool not found (Debian package prometheus; scripts/ensure-pkg.sh promtool prometheus)"
+fi
+
+check_metric_names "metric names in deploy/rules/*.yml" yes < <(cat deploy/rules/*.yml)
+
+# --- Grafana dashboard and provisioning -------------------------------------
+dash=deploy/grafana/dashboards/clawgate.json
+if command -v jq >/dev/null 2>&1; then
+	run "$dash is valid JSON" jq -e . "$dash"
+	run "$dash: uid, title, schemaVersion >= 36" jq -e \
+		'(.uid | type == "string" and length > 0) and (.title | length > 0) and .schemaVersion >= 36' "$dash"
+	run "$dash: has a route template variable" jq -e \
+		'[.templating.list[] | select(.name == "route")] | length == 1' "$dash"
+	run "$dash: panel ids are unique" jq -e \
+		'[.. | objects | select(has("gridPos")) | .id] | (length == (unique | length))' "$dash"
+	run "$dash: every panel has a query" jq -e \
+		'[.. | objects | select(has("gridPos") and .type != "row") | select(([.targets[]?.expr | select(. != null and . != "")] | length) == 0)] | length == 0' "$dash"
+
+	# Every query, with the dashboard's variables filled in, as a rule file
+	# for promtool: catches PromQL syntax errors.
+	jq -r '
+		[(.. | objects | select(has("expr")) | .expr),
+		 (.templating.list[] | select(.type == "query") | .definition
+		  | capture("^label_values\\((?<m>.*),\\s*[A-Za-z_]+\\)$").m)]
+		| to_entries[]
+		| "      - record: dashboard:query_\(.key)\n        expr: |\n          \(.value | gsub("\\$__rate_interval|\\$__interval"; "5m") | gsub("\\$\\{?[A-Za-z_]+\\}?"; ".*"))"
+	' "$dash" >"$tmp/body" && {
+		printf 'groups:\n  - name: dashboard\n    rules:\n'
+		cat "$tmp/body"
+	} >"$tmp/dashboard.rules.yml"
+	if command -v promtool >/dev/null 2>&1; then
+		run "$dash: every query is valid PromQL ($(grep -c 'record:' "$tmp/dashboard.rules.yml") queries)" \
+			promtool check rules "$tmp/dashboard.rules.yml"
+	else
+		skip "PromQL syntax of the dashboard queries (no promtool)"
+	fi
+	check_metric_names "metric names in the dashboard queries" no < <(jq -r \
+		'(.. | objects | select(has("expr")) | .expr), (.templating.list[] | .definition? // empty)' "$dash")
+else
+	skip "dashboard JSON checks (jq not installed; Debian package jq)"
+fi
+
+prov_path=$(sed -n 's/^ *path: *//p' deploy/grafana/provisioning/dashboards/clawgate.yml | head -n1)
+if grep -qE "^ *- \./grafana/dashboards:${prov_path}(:ro)?\$" deploy/docker-compose.yml; then
+	ok "grafana dashboard provider path $prov_path is where compose mounts deploy/grafana/dashboards"
+else
+	bad "grafana dashboard provider path '$prov_path' is not the mount of ./grafana/dashboards in deploy/docker-compose.yml"
+fi
+
+# --- docker compose ----------------------------------------------------------
+compose=()
+if docker compose version >/dev/null 2>&1; then
+	compose=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1; then
+	compose=(docker-compose)
+fi
+if [ ${#compose[@]} -gt 0 ]; then
+	run "${compose[*]} -f deploy/docker-compose.yml config -q ($("${compose[@]}" version --short 2>/dev/null | head -n1))" \
+		"${compose[@]}" -f deploy/docker-compose.yml config -q
+else
+	skip "docker compose config (neither the docker compose plugin nor docker-compose is installed)"
+fi
+
+missing=""
+for src in $(sed -nE 's/^ *- *(\.\/[^:]+):.*/\1/p' deploy/docker-compose.yml | sort -u); do
+	[ -e "deploy/$src" ] || missing="$missing deploy/$src"
+done
+if [ -z "$missing" ]; then
+	ok "every file deploy/docker-compose.yml bind-mounts exists"
+else
+	bad "deploy/docker-compose.yml mounts missing files:$missing"
+fi
+
+# --- Dockerfile --------------------------------------------------------------
+df=deploy/Dockerfile
+gomod_go=$(sed -nE 's/^go ([0-9]+\.[0-9]+).*/\1/p' go.mod)
+df_go=$(sed -nE 's/^ARG GO_VERSION=([0-9]+\.[0-9]+).*/\1/p' "$df")
+if [ -n "$gomod_go" ] && [ "$gomod_go" = "$df_go" ]; then
+	ok "$df builds with Go $df_go, as go.mod asks"
+else
+	bad "$df GO_VERSION '$df_go' differs from go.mod's go '$gomod_go'"
+fi
+df_missing=""
+for want in 'FROM golang:\$\{GO_VERSION\} AS build' 'CGO_ENABLED=0 go build -trimpath' \
+	'-X main\.version=' '\./cmd/clawgate' '^USER 65532' '^EXPOSE 8080 9090' '^ENTRYPOINT \['; do
+	grep -qE -- "$want" "$df" || df_missing="$df_missing '$want'"
+done
+if [ -z "$df_missing" ]; then
+	ok "$df: static non-root build of ./cmd/clawgate, ports 8080 9090"
+else
+	bad "$df lacks:$df_missing"
+fi
+
+# --- gateway.yaml and the binary ----------------------------------------------
+if ls cmd/clawgate/*.go >/dev/null 2>&1 && command -v go >/dev/null 2>&1; then
+	# The same flags as the Dockerfile.
+	if out=$(CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=check-deploy" \
+		-o "$tmp/clawgate" ./cmd/clawgate 2>&1); then
+		ok "go build ./cmd/clawgate with the Dockerfile's flags"
+		# The dev defaults of deploy/docker-compose.yml.
+		orders=$(sed -nE 's/.*ORDERS_SECRET: \$\{ORDERS_SECRET:-([^}]*)\}.*/\1/p' deploy/docker-compose.yml | head -n1)
+		token=$(sed -nE 's/.*CLAWGATE_ADMIN_TOKEN: \$\{CLAWGATE_ADMIN_TOKEN:-([^}]*)\}.*/\1/p' deploy/docker-compose.yml | head -n1)
+		run "clawgate check -config deploy/gateway.yaml (compose's env)" \
+			env ORDERS_SECRET="$orders" CLAWGATE_ADMIN_TOKEN="$token" "$tmp/clawgate" check -config deploy/gateway.yaml
+		if "$tmp/clawgate" version 2>&1 | grep -q check-deploy; then
+			ok "-X main.version reaches clawgate version"
+		else
+			bad "clawgate version does not print the version set by -ldflags -X main.version (the Dockerfile's stamp): $("$tmp/clawgate" version 2>&1 | head -n1)"
+		fi
+	else
+		# A Go build failure is the Go tests' to report; the deploy checks
+		# that need the binary cannot run.
+		skip "clawgate check of deploy/gateway.yaml and the version stamp: ./cmd/clawgate does not build: $(echo "$out" | grep -v '^#' | head -n1)"
+	fi
+else
+	skip "clawgate check of deploy/gateway.yaml and the version stamp (no ./cmd/clawgate/*.go or no go)"
+fi
+
+# --- summary -------------------------------------------------------------------
+echo
+if [ ${#skipped[@]} -gt 0 ]; then
+	echo "skipped:"
+	printf '  - %s\n' "${skipped[@]}"
+fi
+echo "check-deploy: $passed passed, $failed failed, ${#skipped[@]} skipped"
+[ "$failed" -eq 0 ]
