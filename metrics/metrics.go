@@ -15,20 +15,20 @@ import (
 
 // Metrics holds the gateway's collectors.
 type Metrics struct {
-	Requests            *prometheus.CounterVec   // webhook_requests_total{route,code}
-	Duplicates          *prometheus.CounterVec   // webhook_duplicate_requests_total{route,layer,outcome}
-	Processing          *prometheus.HistogramVec // webhook_processing_duration_seconds{route,outcome}
-	CacheHits           *prometheus.CounterVec   // idempotency_cache_hits_total{route}
-	CacheMisses         *prometheus.CounterVec   // idempotency_cache_misses_total{route}
-	SignatureFailures   *prometheus.CounterVec   // webhook_signature_failures_total{route,reason}
-	SignatureVerified   *prometheus.CounterVec   // webhook_signature_verified_total{route,secret_id}
-	UpstreamDuration    *prometheus.HistogramVec // webhook_upstream_duration_seconds{route}
-	LockReleased        *prometheus.CounterVec   // webhook_lock_released_total{route,reason}
-	StoreErrors         *prometheus.CounterVec   // webhook_store_errors_total{op}
-	AttemptsExceeded    *prometheus.CounterVec   // webhook_attempts_exceeded_total{route}
-	StoreEvictions      prometheus.Counter       // webhook_store_evictions_total
-	AlertsSent          *prometheus.CounterVec   // webhook_alerts_total{result}
-	ConfigReloads       *prometheus.CounterVec   // clawgate_config_reloads_total{result}
+	Requests          *prometheus.CounterVec   // webhook_requests_total{route,code}
+	Duplicates        *prometheus.CounterVec   // webhook_duplicate_requests_total{route,layer,outcome}
+	Processing        *prometheus.HistogramVec // webhook_processing_duration_seconds{route,outcome}
+	CacheHits         *prometheus.CounterVec   // idempotency_cache_hits_total{route}
+	CacheMisses       *prometheus.CounterVec   // idempotency_cache_misses_total{route}
+	SignatureFailures *prometheus.CounterVec   // webhook_signature_failures_total{route,reason}
+	SignatureVerified *prometheus.CounterVec   // webhook_signature_verified_total{route,secret_id}
+	UpstreamDuration  *prometheus.HistogramVec // webhook_upstream_duration_seconds{route}
+	LockReleased      *prometheus.CounterVec   // webhook_lock_released_total{route,reason}
+	StoreErrors       *prometheus.CounterVec   // webhook_store_errors_total{op}
+	AttemptsExceeded  *prometheus.CounterVec   // webhook_attempts_exceeded_total{route}
+	StoreEvictions    prometheus.Counter       // webhook_store_evictions_total
+	AlertsSent        *prometheus.CounterVec   // webhook_alerts_total{result}
+	ConfigReloads     *prometheus.CounterVec   // clawgate_config_reloads_total{result}
 
 	ratioMu sync.Mutex
 	ratios  map[string]*hitRatio
@@ -121,6 +121,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		ratioCollector{m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Series that alerts take increase() of exist from the start at 0.
+	for _, op := range []string{"claim", "finish", "release"} {
+		m.StoreErrors.WithLabelValues(op)
+	}
 	return m
 }
 
@@ -164,10 +168,20 @@ func (m *Metrics) Route(name string) *RouteMetrics {
 		upstream:   m.UpstreamDuration.WithLabelValues(name),
 		processing: map[string]prometheus.Observer{},
 		codes:      map[int]prometheus.Counter{},
+		dups:       map[[2]string]prometheus.Counter{},
 	}
 	for _, o := range []string{OutcomeForwarded, OutcomeReplayed, OutcomeInFlight, OutcomeConflict,
 		OutcomeRejected, OutcomeUnauthorized, OutcomeUnkeyed, OutcomeError} {
 		rm.processing[o] = m.Processing.WithLabelValues(name, o)
+	}
+	m.AttemptsExceeded.WithLabelValues(name)
+	for _, reason := range []string{"timeout", "unreachable", "upstream_status", "client_closed", "expired"} {
+		m.LockReleased.WithLabelValues(name, reason)
+	}
+	for _, layer := range []string{"cache", "store"} {
+		for _, o := range []string{OutcomeReplayed, OutcomeInFlight, OutcomeConflict} {
+			rm.dups[[2]string{layer, o}] = m.Duplicates.WithLabelValues(name, layer, o)
+		}
 	}
 	for _, c := range []int{200, 201, 202, 204, 400, 401, 404, 405, 409, 413, 422, 499, 500, 502, 503, 504} {
 		rm.codes[c] = m.Requests.WithLabelValues(name, strconv.Itoa(c))
@@ -183,8 +197,10 @@ type RouteMetrics struct {
 	cacheHit   prometheus.Counter
 	cacheMiss  prometheus.Counter
 	upstream   prometheus.Observer
-	processing map[string]prometheus.Observer // read-only after Route()
-	codes      map[int]prometheus.Counter     // read-only after Route()
+	processing map[string]prometheus.Observer   // read-only after Route()
+	codes      map[int]prometheus.Counter       // read-only after Route()
+	dups       map[[2]string]prometheus.Counter // by layer, outcome; read-only after Route()
+	verified   sync.Map                         // secret id -> prometheus.Counter
 }
 
 // CacheHit counts a keyed delivery answered from the local window.
@@ -195,7 +211,11 @@ func (r *RouteMetrics) CacheMiss() { r.cacheMiss.Inc(); r.ratio.misses.Add(1) }
 
 // Duplicate counts a duplicate caught by layer (cache, store).
 func (r *RouteMetrics) Duplicate(layer, outcome string) {
-	r.m.Duplicates.WithLabelValues(r.name, layer, outcome).Inc()
+	c, ok := r.dups[[2]string{layer, outcome}]
+	if !ok {
+		c = r.m.Duplicates.WithLabelValues(r.name, layer, outcome)
+	}
+	c.Inc()
 }
 
 // Done records an answered delivery.
@@ -222,7 +242,11 @@ func (r *RouteMetrics) SignatureFailed(reason string) {
 
 // SignatureVerified counts a matched signature by secret id.
 func (r *RouteMetrics) SignatureVerified(secretID string) {
-	r.m.SignatureVerified.WithLabelValues(r.name, secretID).Inc()
+	c, ok := r.verified.Load(secretID)
+	if !ok {
+		c, _ = r.verified.LoadOrStore(secretID, r.m.SignatureVerified.WithLabelValues(r.name, secretID))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // LockReleased counts a lock released without finishing, by reason.
