@@ -34,6 +34,9 @@ type delivery struct {
 	scoped  string // route:key
 	fp      string
 	attempt int64
+	// localOnly: the store is down and on_error is forward; the local
+	// window is the only protection, so a finished outcome goes there.
+	localOnly bool
 	status  int
 	outcome string
 }
@@ -133,6 +136,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	if err != nil {
 		g.storeError("claim", d, err)
 		if d.t.cfg.Store.OnError == "forward" {
+			d.localOnly = true
 			return g.forward(d, "")
 		}
 		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)

@@ -56,12 +56,13 @@ func (g *Gateway) forward(d *delivery, token string) error {
 	}
 	defer ans.Release()
 	status := ans.StatusCode()
-	if token != "" {
-		if finishes(status) {
-			g.finish(ctx, d, token, ans)
-		} else {
-			g.release(ctx, d, token, "upstream_status")
-		}
+	switch {
+	case token != "" && finishes(status):
+		g.finish(ctx, d, token, ans)
+	case token != "":
+		g.release(ctx, d, token, "upstream_status")
+	case d.localOnly && finishes(status):
+		g.cache.Add(d.scoped, outcomeOf(d, ans), d.attempt)
 	}
 	ans.CopyHeader(d.w.Header())
 	d.w.WriteHeader(status)
@@ -76,11 +77,7 @@ func (g *Gateway) forward(d *delivery, token string) error {
 // finish stores the outcome for retention and in the local window. A body
 // over replay_body_limit is not kept: its replays carry the status alone.
 func (g *Gateway) finish(ctx context.Context, d *delivery, token string, ans Answer) {
-	out := store.Outcome{Status: ans.StatusCode(), Fingerprint: d.fp}
-	if b := ans.Body(); int64(len(b)) <= int64(d.t.cfg.Dedupe.ReplayBodyLimit) {
-		out.ContentType = ans.ContentType()
-		out.Body = append([]byte(nil), b...)
-	}
+	out := outcomeOf(d, ans)
 	err := g.store.Finish(ctx, d.scoped, token, out, d.t.cfg.Dedupe.Retention)
 	switch {
 	case errors.Is(err, store.ErrNotOwner):
@@ -91,6 +88,16 @@ func (g *Gateway) finish(ctx context.Context, d *delivery, token string, ans Ans
 		g.storeError("finish", d, err)
 	}
 	g.cache.Add(d.scoped, out, d.attempt)
+}
+
+// outcomeOf copies what a replay of ans needs.
+func outcomeOf(d *delivery, ans Answer) store.Outcome {
+	out := store.Outcome{Status: ans.StatusCode(), Fingerprint: d.fp}
+	if b := ans.Body(); int64(len(b)) <= int64(d.t.cfg.Dedupe.ReplayBodyLimit) {
+		out.ContentType = ans.ContentType()
+		out.Body = append([]byte(nil), b...)
+	}
+	return out
 }
 
 // release drops the lock so the provider's next retry is forwarded.

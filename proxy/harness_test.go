@@ -156,7 +156,13 @@ type result struct {
 // post sends a signed delivery with an Idempotency-Key (none when key is "").
 func (h *harness) post(t testing.TB, path, key string, body []byte, mutate ...func(*http.Request)) result {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.srv.URL+path, bytes.NewReader(body))
+	return deliver(t, h.srv.URL+path, key, body, mutate...)
+}
+
+// deliver sends one signed delivery to url.
+func deliver(t testing.TB, url, key string, body []byte, mutate ...func(*http.Request)) result {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,6 +199,7 @@ func (in *instance) shutdown(grace time.Duration) {
 func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.Store, error) {
 	switch cfg.Store.Backend {
 	case "redis":
+		store.SetRedisLogger(log)
 		r := cfg.Store.Redis
 		return store.NewRedis(store.RedisOptions{
 			Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password,

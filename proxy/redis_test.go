@@ -1,0 +1,270 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/proxy"
+	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/store/redistest"
+)
+
+// fleet is several gateway instances, each behind its own loopback
+// listener with its own Redis client, sharing one real redis-server and one
+// upstream: what users run behind a load balancer.
+type fleet struct {
+	t       *testing.T
+	redis   []string
+	cfgYAML string
+	up      *httptest.Server
+	upCalls atomic.Int64
+	slow    atomic.Int64 // upstream delay in ms
+	gws     []*instance
+}
+
+type instance struct {
+	srv *httptest.Server
+	gw  *proxy.Gateway
+	st  store.Store
+	reg *prometheus.Registry
+}
+
+const redisConfig = `
+listen: "127.0.0.1:0"
+admin: { listen: "" }
+store:
+  backend: redis
+  redis: { addrs: [%REDIS%], key_prefix: "t:" }
+  on_error: %ONERROR%
+dedupe: { lock_ttl: %LOCKTTL% }
+routes:
+  - name: orders
+    match: { path: /webhook/order }
+    upstream: %UPSTREAM%
+    timeout: 500ms
+    verify:
+      scheme: hmac
+      header: X-Signature
+      prefix: "sha256="
+      secrets: [{ id: k1, secret: test-secret }]
+`
+
+func newFleet(t *testing.T, redisAddrs []string, n int, onError, lockTTL string) *fleet {
+	f := &fleet{t: t, redis: redisAddrs}
+	f.up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		f.upCalls.Add(1)
+		if d := f.slow.Load(); d > 0 {
+			time.Sleep(time.Duration(d) * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"done":true}`)
+	}))
+	t.Cleanup(f.up.Close)
+	f.cfgYAML = strings.NewReplacer("%REDIS%", strings.Join(redisAddrs, ", "), "%UPSTREAM%", f.up.URL,
+		"%ONERROR%", onError, "%LOCKTTL%", lockTTL).Replace(redisConfig)
+	for i := 0; i < n; i++ {
+		f.start()
+	}
+	return f
+}
+
+// start adds one gateway instance.
+func (f *fleet) start() *instance {
+	cfg, err := config.Parse([]byte(f.cfgYAML), "test.yaml", f.t.TempDir(), func(string) string { return "" })
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	st, err := store.NewRedis(store.RedisOptions{Addrs: f.redis, KeyPrefix: "t:"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	in := &instance{st: st, reg: prometheus.NewRegistry()}
+	in.gw = proxy.New(cfg, proxy.Options{Store: st, Metrics: metrics.New(in.reg),
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	in.srv = httptest.NewServer(in.gw)
+	f.t.Cleanup(func() { in.srv.Close(); st.Close() })
+	f.gws = append(f.gws, in)
+	return in
+}
+
+func (in *instance) stop() { in.srv.Close(); in.st.Close() }
+
+func (f *fleet) deliver(i int, key string, body []byte) result {
+	return deliver(f.t, f.gws[i%len(f.gws)].srv.URL+"/webhook/order", key, body)
+}
+
+func TestFleetForwardsEachEventExactlyOnce(t *testing.T) {
+	addr := redistest.Start(t)
+	for _, n := range []int{2, 3} {
+		t.Run(strings.Repeat("I", n), func(t *testing.T) {
+			f := newFleet(t, []string{addr}, n, "reject", "5s")
+			f.slow.Store(50) // keep the first copy in flight while the rest arrive
+			key := "evt_fleet_" + strings.Repeat("x", n)
+			const deliveries = 200
+			var wg sync.WaitGroup
+			var forwarded, replayed, conflicts, other atomic.Int64
+			for i := 0; i < deliveries; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					r := f.deliver(i, key, event)
+					switch {
+					case r.status == 200 && r.header.Get("Idempotent-Replayed") == "true":
+						replayed.Add(1)
+					case r.status == 200:
+						forwarded.Add(1)
+					case r.status == 409:
+						conflicts.Add(1)
+					default:
+						other.Add(1)
+					}
+				}(i)
+			}
+			wg.Wait()
+			t.Logf("%d instances: %d forwarded, %d replayed, %d in flight (409), %d other; upstream calls %d",
+				n, forwarded.Load(), replayed.Load(), conflicts.Load(), other.Load(), f.upCalls.Load())
+			if f.upCalls.Load() != 1 || forwarded.Load() != 1 || other.Load() != 0 {
+				t.Fatalf("upstream calls %d, forwarded %d, other %d; want 1, 1, 0", f.upCalls.Load(), forwarded.Load(), other.Load())
+			}
+		})
+	}
+}
+
+func TestRestartedInstanceStillReplays(t *testing.T) {
+	f := newFleet(t, []string{redistest.Start(t)}, 1, "reject", "5s")
+	if r := f.deliver(0, "evt_restart", event); r.status != 200 {
+		t.Fatalf("first: %d", r.status)
+	}
+	f.gws[0].stop()
+	f.gws = f.gws[:0]
+	f.start() // a new process: empty local window, same Redis
+	r := f.deliver(0, "evt_restart", event)
+	if r.header.Get("Idempotent-Replayed") != "true" || f.upCalls.Load() != 1 {
+		t.Fatalf("after restart: %d replayed=%q upstream %d", r.status, r.header.Get("Idempotent-Replayed"), f.upCalls.Load())
+	}
+}
+
+func TestCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
+	addr := redistest.Start(t)
+	f := newFleet(t, []string{addr}, 1, "reject", "1s")
+	// A "dead instance": it claimed the key and never finished nor released.
+	dead, _ := store.NewRedis(store.RedisOptions{Addrs: []string{addr}, KeyPrefix: "t:"})
+	defer dead.Close()
+	fp := "" // any fingerprint: the lock, not the record, decides
+	if c, err := dead.Claim(context.Background(), "orders:evt_crash", fp, time.Second); err != nil || c.State != store.Claimed {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	r := f.deliver(0, "evt_crash", event)
+	if r.status != 409 || r.header.Get("Retry-After") == "" {
+		t.Fatalf("while locked: %d Retry-After %q", r.status, r.header.Get("Retry-After"))
+	}
+	// Retry until the lock expires: bounded by 40 x 100 ms.
+	for i := 0; i < 40; i++ {
+		if r = f.deliver(0, "evt_crash", event); r.status == 200 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r.status != 200 || f.upCalls.Load() != 1 {
+		t.Fatalf("after lock_ttl: %d, upstream %d", r.status, f.upCalls.Load())
+	}
+}
+
+func TestRedisKilledDuringRun(t *testing.T) {
+	for _, onError := range []string{"reject", "forward"} {
+		t.Run(onError, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			f := newFleet(t, []string{srv.Addr}, 2, onError, "5s")
+			if r := f.deliver(0, "evt_before", event); r.status != 200 {
+				t.Fatalf("before: %d", r.status)
+			}
+			srv.Stop()
+			for i := 0; i < 10; i++ {
+				// Five keys, each delivered twice to the same instance.
+				key := "evt_down_" + string(rune('a'+i/2))
+				r := f.deliver(i/2, key, event)
+				switch {
+				case onError == "reject" && (r.status != 503 || r.header.Get("Retry-After") == ""):
+					t.Fatalf("reject while down: %d %q", r.status, r.header.Get("Retry-After"))
+				case onError == "forward" && r.status != 200:
+					t.Fatalf("forward while down: %d", r.status)
+				}
+			}
+			want := int64(1)
+			if onError == "forward" {
+				// The local window still catches each key's duplicate.
+				want = 1 + 5
+			}
+			if f.upCalls.Load() != want {
+				t.Fatalf("upstream calls while down %d, want %d", f.upCalls.Load(), want)
+			}
+			// Redis comes back: the same instances serve again by themselves.
+			srv.Start()
+			for _, in := range f.gws { // each client reconnects on its own (bounded wait)
+				for i := 0; i < 50 && in.st.Ping(context.Background()) != nil; i++ {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			var r result
+			for i := 0; i < 50; i++ {
+				if r = f.deliver(0, "evt_after", event); r.status == 200 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if r.status != 200 {
+				t.Fatalf("after Redis restarted: %d", r.status)
+			}
+			if r := f.deliver(1, "evt_after", event); r.header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("duplicate after recovery: %d not replayed", r.status)
+			}
+		})
+	}
+}
+
+func TestCorruptedRecordGives503NeverAForward(t *testing.T) {
+	addr := redistest.Start(t)
+	f := newFleet(t, []string{addr}, 1, "reject", "5s")
+	for _, garbage := range []string{"", "x", "\xff\xff\xff\xff", strings.Repeat("\x01", 64)} {
+		if _, err := redistest.Command(addr, "SET", "t:webhook_done:{orders:evt_corrupt}", garbage); err != nil {
+			t.Fatal(err)
+		}
+		r := f.deliver(0, "evt_corrupt", event)
+		if r.status != 503 {
+			t.Fatalf("garbage %q: status %d, want 503", garbage, r.status)
+		}
+	}
+	if f.upCalls.Load() != 0 {
+		t.Fatalf("a corrupted record let %d deliveries through", f.upCalls.Load())
+	}
+}
+
+func TestFleetOnRedisCluster(t *testing.T) {
+	nodes := redistest.StartCluster(t)
+	f := newFleet(t, nodes, 2, "reject", "5s")
+	for i := 0; i < 20; i++ {
+		key := "evt_cluster_" + strings.Repeat("k", i+1) // spread over slots
+		for j := 0; j < 3; j++ {
+			r := f.deliver(j, key, event)
+			if r.status != 200 || (j > 0) != (r.header.Get("Idempotent-Replayed") == "true") {
+				t.Fatalf("key %d delivery %d: %d replayed=%q %s", i, j, r.status, r.header.Get("Idempotent-Replayed"), r.body)
+			}
+		}
+	}
+	if f.upCalls.Load() != 20 {
+		t.Fatalf("upstream calls %d, want 20", f.upCalls.Load())
+	}
+}
