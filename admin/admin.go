@@ -21,14 +21,14 @@ import (
 // Gateway is what the key API needs of the running gateway.
 type Gateway interface {
 	Config() *config.Config
-	// Forget drops a key from the local window of this instance.
-	Forget(route, key string)
+	// Forget drops a "route:key" from the local window of this instance.
+	Forget(scopedKey string)
 }
 
-// Broadcaster tells the other instances that a key was reset, so their
-// local windows stop replaying it. Nil: single instance.
+// Broadcaster tells the other instances that a "route:key" was reset, so
+// their local windows stop replaying it. Nil: single instance.
 type Broadcaster interface {
-	Forgot(ctx context.Context, route, key string) error
+	PublishReset(ctx context.Context, scopedKey string) error
 }
 
 // Options wires the admin handler.
@@ -138,9 +138,9 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 		return
 	}
-	a.Gateway.Forget(route, key)
+	a.Gateway.Forget(route + ":" + key)
 	if a.Broadcaster != nil {
-		if err := a.Broadcaster.Forgot(r.Context(), route, key); err != nil {
+		if err := a.Broadcaster.PublishReset(r.Context(), route+":"+key); err != nil {
 			a.Logger.Warn("admin: could not tell other instances of a key reset", "route", route, "key", key, "error", err.Error())
 		}
 	}

@@ -37,8 +37,8 @@ type delivery struct {
 	// localOnly: the store is down and on_error is forward; the local
 	// window is the only protection, so a finished outcome goes there.
 	localOnly bool
-	status  int
-	outcome string
+	status    int
+	outcome   string
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

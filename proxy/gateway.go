@@ -90,9 +90,9 @@ func (g *Gateway) Reload(cfg *config.Config) {
 // Config returns the config being served.
 func (g *Gateway) Config() *config.Config { return g.tbl.Load().cfg }
 
-// Forget removes a key from this instance's local window (the operator's
-// reset; see the admin API).
-func (g *Gateway) Forget(route, key string) { g.cache.Remove(route + ":" + key) }
+// Forget removes a route-scoped key ("route:key") from this instance's
+// local window: the operator's reset (see the admin API).
+func (g *Gateway) Forget(scopedKey string) { g.cache.Remove(scopedKey) }
 
 // ReleaseHeld releases every lock this instance still holds: called at
 // shutdown for requests cut by the grace period, so their retries need not

@@ -74,6 +74,8 @@ type instance struct {
 	admin   *http.Server
 	addr    net.Addr // the delivery listener's address
 	errc    chan error
+	// stopSubs ends the reset subscription (nil without Redis).
+	stopSubs context.CancelFunc
 }
 
 // start opens the store, binds both listeners (so a taken port fails here,
@@ -89,6 +91,14 @@ func start(cfg *config.Config, log *slog.Logger, reg *prometheus.Registry) (*ins
 	}
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log})
 	in := &instance{cfg: cfg, log: log, metrics: m, store: st, gw: gw, errc: make(chan error, 2)}
+	// With Redis, an operator's key reset reaches every instance's window.
+	var bc admin.Broadcaster
+	if r, ok := st.(*store.Redis); ok {
+		bc = r
+		ctx, cancel := context.WithCancel(context.Background())
+		in.stopSubs = cancel
+		r.SubscribeResets(ctx, gw.Forget)
+	}
 	in.srv = &http.Server{
 		Handler:           gw,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -113,7 +123,7 @@ func start(cfg *config.Config, log *slog.Logger, reg *prometheus.Registry) (*ins
 		}
 		in.admin = &http.Server{
 			Handler: admin.Handler(admin.Options{
-				Gatherer: reg, Store: st, Gateway: gw, Token: cfg.Admin.Token, Logger: log,
+				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log,
 			}),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
@@ -190,6 +200,9 @@ func (in *instance) shutdown(grace time.Duration) {
 	}
 	if in.admin != nil {
 		in.admin.Close()
+	}
+	if in.stopSubs != nil {
+		in.stopSubs()
 	}
 	in.store.Close()
 }

@@ -1,0 +1,232 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/clawgate/clawgate/admin"
+	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/proxy"
+	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/store/redistest"
+)
+
+const token = "admin-test-token"
+
+const cfgText = `
+listen: "127.0.0.1:0"
+admin: { listen: "127.0.0.1:0", token_env: TEST_ADMIN_TOKEN }
+store: { backend: redis, redis: { addrs: [%REDIS%], key_prefix: "adm:" } }
+routes:
+  - name: orders
+    match: { path: /webhook/order }
+    upstream: %UPSTREAM%
+    verify:
+      scheme: hmac
+      header: X-Signature
+      secrets: [{ id: k1, secret: s3cret }]
+`
+
+// node is one gateway instance with its admin listener.
+type node struct {
+	gw, admin *httptest.Server
+	st        *store.Redis
+	reg       *prometheus.Registry
+}
+
+type cluster struct {
+	t       *testing.T
+	nodes   []*node
+	upCalls atomic.Int64
+	hold    chan struct{} // when non-nil, the upstream waits on it
+}
+
+func newCluster(t *testing.T, redisAddr string, n int) *cluster {
+	c := &cluster{t: t}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		c.upCalls.Add(1)
+		if c.hold != nil {
+			<-c.hold
+		}
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(up.Close)
+	y := strings.NewReplacer("%REDIS%", redisAddr, "%UPSTREAM%", up.URL).Replace(cfgText)
+	for i := 0; i < n; i++ {
+		cfg, err := config.Parse([]byte(y), "t.yaml", t.TempDir(), func(k string) string {
+			if k == "TEST_ADMIN_TOKEN" {
+				return token
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.NewRedis(store.RedisOptions{Addrs: []string{redisAddr}, KeyPrefix: "adm:"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+		gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: metrics.New(reg), Logger: log})
+		ctx, cancel := context.WithCancel(context.Background())
+		st.SubscribeResets(ctx, gw.Forget)
+		nd := &node{
+			gw:    httptest.NewServer(gw),
+			admin: httptest.NewServer(admin.Handler(admin.Options{Gatherer: reg, Store: st, Gateway: gw, Broadcaster: st, Token: cfg.Admin.Token, Logger: log})),
+			st:    st, reg: reg,
+		}
+		t.Cleanup(func() { cancel(); nd.gw.Close(); nd.admin.Close(); st.Close() })
+		c.nodes = append(c.nodes, nd)
+	}
+	return c
+}
+
+var body = []byte(`{"id":"evt_adm","amount":100}`)
+
+func (c *cluster) deliver(i int, key string) *http.Response {
+	m := hmac.New(sha256.New, []byte("s3cret"))
+	m.Write(body)
+	req, _ := http.NewRequest(http.MethodPost, c.nodes[i].gw.URL+"/webhook/order", bytes.NewReader(body))
+	req.Header.Set("X-Signature", hex.EncodeToString(m.Sum(nil)))
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func (c *cluster) call(i int, method, path, tok string) (int, admin.KeyState) {
+	c.t.Helper()
+	req, _ := http.NewRequest(method, c.nodes[i].admin.URL+path, nil)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ks admin.KeyState
+	json.NewDecoder(resp.Body).Decode(&ks)
+	return resp.StatusCode, ks
+}
+
+func TestKeyStateFollowsDeliveries(t *testing.T) {
+	c := newCluster(t, redistest.Start(t), 1)
+	if code, ks := c.call(0, "GET", "/admin/keys/orders/evt_1", token); code != 200 || ks.State != "absent" || ks.FirstSeen != nil {
+		t.Fatalf("never seen: %d %+v", code, ks)
+	}
+	c.hold = make(chan struct{})
+	done := make(chan struct{})
+	go func() { c.deliver(0, "evt_1"); close(done) }()
+	var ks admin.KeyState
+	for i := 0; i < 200 && ks.State != "in_flight"; i++ { // bounded wait for the claim
+		_, ks = c.call(0, "GET", "/admin/keys/orders/evt_1", token)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ks.State != "in_flight" || ks.Attempts != 1 {
+		t.Fatalf("while forwarding: %+v", ks)
+	}
+	close(c.hold)
+	<-done
+	_, ks = c.call(0, "GET", "/admin/keys/orders/evt_1", token)
+	if ks.State != "finished" || ks.Status != 200 || ks.Attempts != 1 || len(ks.Fingerprint) != 64 || ks.FirstSeen == nil || ks.LastSeen == nil {
+		t.Fatalf("finished: %+v", ks)
+	}
+	if code, _ := c.call(0, "GET", "/admin/keys/nope/evt_1", token); code != 404 {
+		t.Fatalf("unknown route: %d", code)
+	}
+}
+
+func TestResetOnOneInstanceForwardsAgainOnAnother(t *testing.T) {
+	c := newCluster(t, redistest.Start(t), 2)
+	c.deliver(1, "evt_r")                                                          // forwarded by B
+	if r := c.deliver(1, "evt_r"); r.Header.Get("Idempotent-Replayed") != "true" { // B's window has it
+		t.Fatal("duplicate not replayed")
+	}
+	code, ks := c.call(0, "DELETE", "/admin/keys/orders/evt_r", token) // reset through A
+	if code != 200 || ks.State != "finished" {
+		t.Fatalf("reset: %d %+v", code, ks)
+	}
+	if _, ks := c.call(0, "GET", "/admin/keys/orders/evt_r", token); ks.State != "absent" {
+		t.Fatalf("after reset: %+v", ks)
+	}
+	// B hears of the reset over pub/sub; wait (bounded) until its next
+	// delivery is forwarded rather than replayed from its window.
+	var forwarded bool
+	for i := 0; i < 100 && !forwarded; i++ {
+		forwarded = c.deliver(1, "evt_r").Header.Get("Idempotent-Replayed") == ""
+		if !forwarded {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if !forwarded || c.upCalls.Load() != 2 {
+		t.Fatalf("after reset: forwarded=%v upstream calls %d, want 2", forwarded, c.upCalls.Load())
+	}
+}
+
+func TestAdminTokenRequired(t *testing.T) {
+	c := newCluster(t, redistest.Start(t), 1)
+	for _, tc := range []struct {
+		method, path, tok string
+		want              int
+	}{
+		{"GET", "/admin/keys/orders/k", "", 401},
+		{"GET", "/admin/keys/orders/k", "wrong", 401},
+		{"DELETE", "/admin/keys/orders/k", "", 401},
+		{"DELETE", "/admin/keys/orders/k", token + "x", 401},
+		{"GET", "/admin/other", "", 401},
+		{"GET", "/admin/keys/orders/k", token, 200},
+		{"GET", "/metrics", "", 200},
+		{"GET", "/healthz", "", 200},
+		{"GET", "/readyz", "", 200},
+	} {
+		if code, _ := c.call(0, tc.method, tc.path, tc.tok); code != tc.want {
+			t.Errorf("%s %s token %q: %d, want %d", tc.method, tc.path, tc.tok, code, tc.want)
+		}
+	}
+}
+
+func TestReadyzFollowsTheStore(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := newCluster(t, srv.Addr, 1)
+	if code, _ := c.call(0, "GET", "/readyz", ""); code != 200 {
+		t.Fatalf("readyz %d", code)
+	}
+	srv.Stop()
+	if code, _ := c.call(0, "GET", "/readyz", ""); code != 503 {
+		t.Fatalf("readyz with Redis down: %d", code)
+	}
+	if code, _ := c.call(0, "GET", "/healthz", ""); code != 200 {
+		t.Fatalf("healthz with Redis down: %d", code)
+	}
+	srv.Start()
+	code := 0
+	for i := 0; i < 50 && code != 200; i++ {
+		code, _ = c.call(0, "GET", "/readyz", "")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != 200 {
+		t.Fatalf("readyz after Redis came back: %d", code)
+	}
+}
