@@ -4,6 +4,16 @@
 // gateway on every delivery) and Signer (used by `clawgate simulate` and the
 // tests), so that signing and verifying can never drift apart. New compiles a
 // route's verify block once, at config load time.
+//
+// Schemes: hmac (generic), github, stripe, standard-webhooks (and Svix),
+// shopify, slack, jwt and the explicit none. Every active secret is tried
+// against every signature a header carries, so a provider rotating its
+// secret (two signatures, or two secrets with not_before/not_after windows)
+// keeps verifying; Verify returns the ID of the secret that matched.
+// Comparisons are constant-time, the HMAC schemes reuse pooled keyed hashes
+// and do not allocate on the hot path, and a Verify error wraps one of the
+// Err* reasons with generic context only: it never contains a secret or a
+// signature.
 package verify
 
 import (
@@ -56,11 +66,13 @@ type SecretConfig struct {
 type JWTConfig struct {
 	// Header carries "Bearer <token>" or the bare token. Zero: Authorization.
 	Header string `yaml:"header"`
-	// Algorithms is the allow-list. "none" is always refused.
+	// Algorithms is the allow-list. "none" is always refused, and HMAC
+	// (HS*) may not be mixed with public-key algorithms. Zero: RS256, ES256.
 	Algorithms []string `yaml:"algorithms"`
 	// Keys verify tokens; a token's kid selects one when present.
 	Keys []JWTKeyConfig `yaml:"keys"`
 	// JWKSFile is a JSON Web Key Set file, relative to the config's directory.
+	// Its keys (kty RSA, EC, OKP) join Keys, each identified by its kid.
 	JWKSFile string `yaml:"jwks_file"`
 	// Issuer, when set, must equal the iss claim.
 	Issuer string `yaml:"issuer"`
@@ -68,7 +80,8 @@ type JWTConfig struct {
 	Audience string `yaml:"audience"`
 	// Leeway applied to exp, nbf and iat. Zero: none.
 	Leeway time.Duration `yaml:"leeway"`
-	// MaxAge rejects tokens whose iat is older. Zero: not checked.
+	// MaxAge rejects tokens whose iat is older; iat is then required. Zero:
+	// not checked, and exp is required instead.
 	MaxAge time.Duration `yaml:"max_age"`
 	// BodyHashClaim names a claim holding the lowercase hex SHA-256 of the
 	// raw body (Plaid: request_body_sha256). Empty: the body is not bound.
@@ -78,13 +91,23 @@ type JWTConfig struct {
 // JWTKeyConfig is one JWT verification key: a PEM public key file, or an
 // HMAC secret (secret, secret_env, secret_file) for HS* algorithms.
 type JWTKeyConfig struct {
-	ID         string    `yaml:"id"`
-	PEMFile    string    `yaml:"pem_file"`
-	Secret     string    `yaml:"secret"`
-	SecretEnv  string    `yaml:"secret_env"`
-	SecretFile string    `yaml:"secret_file"`
-	NotBefore  time.Time `yaml:"not_before"`
-	NotAfter   time.Time `yaml:"not_after"`
+	// ID is matched against a token's kid and labels the key in
+	// webhook_signature_verified_total{secret_id}. A key without ID gets its
+	// position and is tried for tokens whose kid names no other key.
+	ID string `yaml:"id"`
+	// PEMFile holds a public key ("PUBLIC KEY": RSA, ECDSA, Ed25519; "RSA
+	// PUBLIC KEY"; or a "CERTIFICATE"), relative to the config's directory.
+	PEMFile string `yaml:"pem_file"`
+	// Secret is an inline HMAC secret (demos only; logged as a warning).
+	Secret string `yaml:"secret"`
+	// SecretEnv names an environment variable holding an HMAC secret.
+	SecretEnv string `yaml:"secret_env"`
+	// SecretFile holds an HMAC secret (trailing newline trimmed).
+	SecretFile string `yaml:"secret_file"`
+	// NotBefore: the key is not tried before this instant. Zero: always.
+	NotBefore time.Time `yaml:"not_before"`
+	// NotAfter: the key is not tried after this instant. Zero: never expires.
+	NotAfter time.Time `yaml:"not_after"`
 }
 
 // Env resolves what a Config refers to outside itself.

@@ -1,0 +1,113 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// stripe verifies Stripe-Signature: "t=<unix>,v1=<hex>[,v1=<hex>...]". The
+// MAC is HMAC-SHA256 of "{t}.{body}" keyed with the whole secret string,
+// whsec_ prefix included (it is not decoded). Only v1 signatures count; v0
+// and unknown schemes are ignored so that nothing can be downgraded. The
+// timestamp must lie within the tolerance, in both directions.
+type stripe struct {
+	keys []*macKey
+	tol  time.Duration
+}
+
+const stripeHeader = "Stripe-Signature"
+
+func newStripe(c Config, env Env) (*stripe, []string, error) {
+	tol, err := tolerance(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets, warnings, err := ResolveSecrets(c.Secrets, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	v := &stripe{tol: tol}
+	for _, s := range secrets {
+		v.keys = append(v.keys, newMACKey(s, s.Key, sha256.New))
+	}
+	return v, warnings, nil
+}
+
+// Verify implements Verifier.
+func (v *stripe) Verify(h http.Header, body []byte, now time.Time) (string, error) {
+	hv := header(h, stripeHeader)
+	if hv == "" {
+		return "", fail("stripe", ErrMissing, "Stripe-Signature header missing")
+	}
+	var (
+		c               candidates
+		ts              string
+		haveTS, badV1   bool
+		otherSignatures bool
+		rest, item      = hv, ""
+		more            = true
+	)
+	for more {
+		item, rest, more = strings.Cut(rest, ",")
+		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || strings.Contains(val, "=") {
+			return "", fail("stripe", ErrMalformed, "header item is not key=value")
+		}
+		switch k {
+		case "t":
+			if haveTS {
+				return "", fail("stripe", ErrMalformed, "timestamp given twice")
+			}
+			ts, haveTS = val, true
+		case "v1":
+			if c.full() {
+				return "", fail("stripe", ErrMalformed, "too many signatures")
+			}
+			if !c.addHex(val) {
+				badV1 = true
+			}
+		default:
+			otherSignatures = true
+		}
+	}
+	if !haveTS {
+		return "", fail("stripe", ErrMalformed, "timestamp (t=) missing")
+	}
+	if err := checkTimestamp("stripe", ts, now, v.tol); err != nil {
+		return "", err
+	}
+	if c.n == 0 {
+		if otherSignatures && !badV1 {
+			return "", fail("stripe", ErrMismatch, "no v1 signature (other schemes do not count)")
+		}
+		return "", fail("stripe", ErrMalformed, "no valid v1 signature")
+	}
+	return verifyMACs("stripe", v.keys, now, &c, body, ts, ".")
+}
+
+func (v *stripe) signer(signKey []byte) (Signer, error) {
+	return &stripeSigner{v: v, override: overrideKey(v.keys, signKey)}, nil
+}
+
+type stripeSigner struct {
+	v        *stripe
+	override *macKey
+}
+
+// Sign implements Signer: Stripe-Signature with t=now and one v1.
+func (s *stripeSigner) Sign(h http.Header, body []byte, now time.Time) error {
+	k := s.override
+	if k == nil {
+		var err error
+		if k, err = firstActive("stripe", s.v.keys, now); err != nil {
+			return err
+		}
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	h.Set(stripeHeader, "t="+ts+",v1="+hex.EncodeToString(k.sign(body, ts, ".")))
+	return nil
+}
