@@ -4,6 +4,14 @@
 // applies defaults before decoding, runs every cross-field check, and
 // compiles what the request path needs (upstream URLs, key sources,
 // verifiers) so that a config that loads is a config that runs.
+//
+// Problems are reported together, as an *Error with one line per problem
+// ("gateway.yaml:14: routes[0] (orders): timeout: ..."), in two passes: the
+// document's shape first (YAML syntax, unknown or repeated fields, values
+// of the wrong type), then, once the shape is right, the meaning (missing
+// or conflicting settings, unset variables, verify and key source errors).
+// Messages name variables and files, never the secrets they hold.
+// Warnings that do not stop the gateway go to Config.Warnings.
 package config
 
 import (

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -76,19 +77,39 @@ func (g *Gateway) forward(d *delivery, token string) error {
 
 // finish stores the outcome for retention and in the local window. A body
 // over replay_body_limit is not kept: its replays carry the status alone.
+//
+// Finish is the step that makes the key's fate durable: if it fails, the lock
+// expires after lock_ttl with no record behind it, and a later retry would be
+// forwarded again. So a failed Finish is tried again (the script checks the
+// token, so a repeat after a success that timed out only finds the lock gone)
+// before the answer is written.
 func (g *Gateway) finish(ctx context.Context, d *delivery, token string, ans Answer) {
 	out := outcomeOf(d, ans)
 	err := g.store.Finish(ctx, d.scoped, token, out, d.t.cfg.Dedupe.Retention)
+	retried := false
+	for try := 1; err != nil && !errors.Is(err, store.ErrNotOwner) && try < finishTries; try++ {
+		g.storeError("finish", d, err)
+		time.Sleep(time.Duration(try) * 25 * time.Millisecond)
+		err = g.store.Finish(ctx, d.scoped, token, out, d.t.cfg.Dedupe.Retention)
+		retried = true
+	}
 	switch {
-	case errors.Is(err, store.ErrNotOwner):
+	case errors.Is(err, store.ErrNotOwner) && !retried:
 		// The lock outlived lock_ttl and may be another delivery's now:
 		// leave the store alone, as the contract's token check demands.
 		d.rt.m.LockReleased("expired")
+	case errors.Is(err, store.ErrNotOwner):
+		// An earlier try that timed out had in fact finished the key.
 	case err != nil:
 		g.storeError("finish", d, err)
+		g.log.LogAttrs(ctx, slog.LevelError, "could not record a finished key; a retry after lock_ttl may be forwarded again",
+			slog.String("route", d.rt.Name), slog.String("key", d.key), slog.String("request_id", d.reqID))
 	}
 	g.cache.Add(d.scoped, out, d.attempt)
 }
+
+// finishTries bounds the attempts at recording a finished key.
+const finishTries = 4
 
 // outcomeOf copies what a replay of ans needs.
 func outcomeOf(d *delivery, ans Answer) store.Outcome {

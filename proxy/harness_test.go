@@ -90,14 +90,16 @@ func (s *syncBuffer) Lines() []map[string]any {
 type harnessOpt func(*harnessConf)
 
 type harnessConf struct {
-	extra string
-	yaml  string
-	store store.Store
+	extra   string
+	yaml    string
+	store   store.Store
+	alerter proxy.Alerter
 }
 
-func withRouteYAML(extra string) harnessOpt { return func(c *harnessConf) { c.extra = extra } }
-func withConfig(y string) harnessOpt        { return func(c *harnessConf) { c.yaml = y } }
-func withStore(s store.Store) harnessOpt    { return func(c *harnessConf) { c.store = s } }
+func withRouteYAML(extra string) harnessOpt  { return func(c *harnessConf) { c.extra = extra } }
+func withConfig(y string) harnessOpt         { return func(c *harnessConf) { c.yaml = y } }
+func withStore(s store.Store) harnessOpt     { return func(c *harnessConf) { c.store = s } }
+func withAlerter(a proxy.Alerter) harnessOpt { return func(c *harnessConf) { c.alerter = a } }
 
 func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -135,6 +137,7 @@ func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *ha
 		Store:   st,
 		Metrics: metrics.New(h.reg),
 		Logger:  slog.New(slog.NewJSONHandler(h.logs, nil)),
+		Alerter: hc.alerter,
 	})
 	h.srv = httptest.NewServer(h.gw)
 	t.Cleanup(h.srv.Close)

@@ -2,15 +2,18 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -446,5 +449,105 @@ func TestClientNeverRetriesABrokenDelivery(t *testing.T) {
 				t.Fatalf("upstream saw the delivery %d times, want 1", n)
 			}
 		})
+	}
+}
+
+func TestRetryAlertFiresOncePerKey(t *testing.T) {
+	var posts atomic.Int64
+	var mu sync.Mutex
+	var got []map[string]any
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		json.NewDecoder(r.Body).Decode(&m)
+		mu.Lock()
+		got = append(got, m)
+		mu.Unlock()
+		posts.Add(1)
+		w.WriteHeader(202)
+	}))
+	defer recv.Close()
+	sender := alert.New(alert.Options{URL: recv.URL, MaxAttempts: 3})
+	h := newHarness(t, nil, withAlerter(sender))
+	for i := 0; i < 5; i++ {
+		h.post(t, "/webhook/order", "evt_storm", event)
+	}
+	if err := sender.Close(context.Background()); err != nil { // drains the queue
+		t.Fatal(err)
+	}
+	if posts.Load() != 1 {
+		t.Fatalf("alert receiver got %d posts, want 1", posts.Load())
+	}
+	if got[0]["dedup_key"] != "clawgate:orders:evt_storm" || got[0]["event_action"] != "trigger" {
+		t.Fatalf("alert body %v", got[0])
+	}
+	if v := h.metric("webhook_attempts_exceeded_total", map[string]string{"route": "orders"}); v != 1 {
+		t.Fatalf("attempts exceeded %v, want 1", v)
+	}
+	warnings := 0
+	for _, l := range h.logs.Lines() {
+		if l["level"] == "WARN" && strings.Contains(l["msg"].(string), "max_attempts") {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Fatalf("%d warning lines, want 1", warnings)
+	}
+}
+
+func TestHangingAlertReceiverDoesNotHoldDeliveries(t *testing.T) {
+	block := make(chan struct{})
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+	defer recv.Close()
+	defer close(block)
+	sender := alert.New(alert.Options{URL: recv.URL, MaxAttempts: 1, QueueSize: 2})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		sender.Close(ctx)
+	}()
+	h := newHarness(t, nil, withAlerter(sender), withConfig(strings.Replace(baseConfig, "admin:", "alerts: { max_attempts: 1 }\nadmin:", 1)))
+	// Every key crosses max_attempts on its second delivery; the receiver
+	// never answers, and every delivery is still answered.
+	for i := 0; i < 20; i++ {
+		key := fmt.Sprintf("evt_hang_%d", i)
+		for j := 0; j < 2; j++ {
+			if r := h.post(t, "/webhook/order", key, event); r.status != 200 {
+				t.Fatalf("delivery %s/%d: %d", key, j, r.status)
+			}
+		}
+	}
+	if h.upCalls.Load() != 20 {
+		t.Fatalf("upstream calls %d", h.upCalls.Load())
+	}
+}
+
+// flakyFinishStore fails the first n Finish calls, as a Redis that times
+// out under load would.
+type flakyFinishStore struct {
+	store.Store
+	fails atomic.Int64
+}
+
+func (f *flakyFinishStore) Finish(ctx context.Context, key, token string, out store.Outcome, retention time.Duration) error {
+	if f.fails.Add(-1) >= 0 {
+		return fmt.Errorf("i/o timeout: %w", store.ErrUnavailable)
+	}
+	return f.Store.Finish(ctx, key, token, out, retention)
+}
+
+// Regression: a Finish that timed out left the lock with no record behind
+// it, so once lock_ttl passed a retry was forwarded a second time.
+func TestFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
+	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
+	flaky := &flakyFinishStore{Store: mem}
+	flaky.fails.Store(2)
+	h := newHarness(t, nil, withStore(flaky))
+	h.post(t, "/webhook/order", "evt_flaky", event)
+	st, err := mem.Get(context.Background(), "orders:evt_flaky")
+	if err != nil || st.State != store.Finished {
+		t.Fatalf("key state %v %v, want finished", st.State, err)
+	}
+	if v := h.metric("webhook_store_errors_total", map[string]string{"op": "finish"}); v != 2 {
+		t.Fatalf("store errors{finish} = %v, want 2", v)
 	}
 }

@@ -130,6 +130,7 @@ func TestFleetForwardsEachEventExactlyOnce(t *testing.T) {
 						conflicts.Add(1)
 					default:
 						other.Add(1)
+						t.Logf("other: %d %s", r.status, r.body)
 					}
 				}(i)
 			}

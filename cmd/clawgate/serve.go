@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/admin"
+	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
@@ -76,6 +77,7 @@ type instance struct {
 	errc    chan error
 	// stopSubs ends the reset subscription (nil without Redis).
 	stopSubs context.CancelFunc
+	alerts   *alert.Sender
 }
 
 // start opens the store, binds both listeners (so a taken port fails here,
@@ -89,8 +91,14 @@ func start(cfg *config.Config, log *slog.Logger, reg *prometheus.Registry) (*ins
 	if err != nil {
 		return nil, err
 	}
-	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log})
-	in := &instance{cfg: cfg, log: log, metrics: m, store: st, gw: gw, errc: make(chan error, 2)}
+	// Retry alerts go out from a background sender; without
+	// alerts.webhook_url_env it is disabled (log line and metric only).
+	al := alert.New(alert.Options{
+		URL: cfg.Alerts.WebhookURL, RoutingKey: os.Getenv("CLAWGATE_ALERT_ROUTING_KEY"),
+		Sent: m.AlertsSent, Logger: log,
+	})
+	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al})
+	in := &instance{cfg: cfg, log: log, metrics: m, store: st, gw: gw, alerts: al, errc: make(chan error, 2)}
 	// With Redis, an operator's key reset reaches every instance's window.
 	var bc admin.Broadcaster
 	if r, ok := st.(*store.Redis); ok {
@@ -204,6 +212,7 @@ func (in *instance) shutdown(grace time.Duration) {
 	if in.stopSubs != nil {
 		in.stopSubs()
 	}
+	in.alerts.Close(rctx)
 	in.store.Close()
 }
 

@@ -1,0 +1,91 @@
+package config
+
+import (
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults of the top-level settings (contract section 2).
+const (
+	DefaultListen          = ":8080"
+	DefaultAdminListen     = "127.0.0.1:9090"
+	DefaultAdminTokenEnv   = "CLAWGATE_ADMIN_TOKEN"
+	DefaultBackend         = "memory"
+	DefaultRedisAddr       = "127.0.0.1:6379"
+	DefaultKeyPrefix       = "clawgate:"
+	DefaultOnError         = "reject"
+	DefaultWindow          = 10 * time.Second
+	DefaultCacheSize       = 100000
+	DefaultLockTTL         = 30 * time.Second
+	DefaultRetention       = 24 * time.Hour
+	DefaultReplayBodyLimit = 64 * KiB
+	DefaultMaxAttempts     = 3
+)
+
+// Defaults of each route.
+const (
+	DefaultMethod        = "POST"
+	DefaultDedupeMode    = "enforce"
+	DefaultTimeout       = 10 * time.Second
+	DefaultMaxBody       = 1 * MiB
+	DefaultKeySource     = "header:Idempotency-Key"
+	DefaultTolerance     = 5 * time.Minute
+	DefaultHMACAlgorithm = "sha256"
+	DefaultHMACEncoding  = "hex"
+	DefaultDelivery      = "sync"
+	DefaultKeyRequired   = true
+)
+
+// Default returns a Config holding every top-level default and no routes.
+// Parse decodes the file over it, so an omitted field keeps its default.
+func Default() *Config {
+	return &Config{
+		Listen: DefaultListen,
+		Admin: Admin{
+			Listen:   DefaultAdminListen,
+			TokenEnv: DefaultAdminTokenEnv,
+		},
+		Store: Store{
+			Backend: DefaultBackend,
+			Redis: Redis{
+				Addrs:     []string{DefaultRedisAddr},
+				KeyPrefix: DefaultKeyPrefix,
+			},
+			OnError: DefaultOnError,
+		},
+		Dedupe: Dedupe{
+			Window:          DefaultWindow,
+			CacheSize:       DefaultCacheSize,
+			LockTTL:         DefaultLockTTL,
+			Retention:       DefaultRetention,
+			ReplayBodyLimit: DefaultReplayBodyLimit,
+		},
+		Alerts: Alerts{MaxAttempts: DefaultMaxAttempts},
+	}
+}
+
+// setDefaults fills r with every route default.
+func (r *Route) setDefaults() {
+	*r = Route{}
+	r.Match.Methods = []string{DefaultMethod}
+	r.Dedupe.Mode = DefaultDedupeMode
+	r.Timeout = DefaultTimeout
+	r.MaxBody = DefaultMaxBody
+	r.Idempotency.Required = DefaultKeyRequired
+	r.Idempotency.Key = []string{DefaultKeySource}
+	r.Verify.Tolerance = DefaultTolerance
+	r.Verify.Algorithm = DefaultHMACAlgorithm
+	r.Verify.Encoding = DefaultHMACEncoding
+	r.Delivery = DefaultDelivery
+}
+
+// UnmarshalYAML applies the route defaults, then decodes the route over
+// them. Unknown fields inside a route are reported by Parse, which checks
+// the whole document against the Config type before decoding it.
+func (r *Route) UnmarshalYAML(n *yaml.Node) error {
+	type plain Route
+	r.setDefaults()
+	r.Line = n.Line
+	return n.Decode((*plain)(r))
+}

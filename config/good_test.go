@@ -1,0 +1,179 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// parseGood parses a good file as gateway.yaml and fails on any error.
+func parseGood(t *testing.T, file string) *Config {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(data, "gateway.yaml", filepath.Dir(file), getenv)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	for _, r := range cfg.Routes {
+		if r.UpstreamURL == nil || r.Key == nil || r.Verifier == nil {
+			t.Errorf("route %q not compiled: upstream %v, key %v, verifier %v", r.Name, r.UpstreamURL, r.Key, r.Verifier)
+		}
+	}
+	assertNoSecrets(t, strings.Join(cfg.Warnings, "\n"))
+	return cfg
+}
+
+func eq[T any](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s = %#v, want %#v", what, got, want)
+	}
+}
+
+// route returns the route named name.
+func route(t *testing.T, cfg *Config, name string) *Route {
+	t.Helper()
+	for i := range cfg.Routes {
+		if cfg.Routes[i].Name == name {
+			return &cfg.Routes[i]
+		}
+	}
+	t.Fatalf("no route %q", name)
+	return nil
+}
+
+// goodChecks asserts the values each testdata/good file loads to; every
+// good file must have an entry.
+var goodChecks = map[string]func(t *testing.T, cfg *Config){
+	"minimal.yaml": func(t *testing.T, cfg *Config) {
+		eq(t, "listen", cfg.Listen, ":8080")
+		eq(t, "tls", cfg.TLS, TLS{})
+		eq(t, "admin", cfg.Admin, Admin{Listen: "127.0.0.1:9090", TokenEnv: "CLAWGATE_ADMIN_TOKEN"})
+		eq(t, "store", cfg.Store, Store{
+			Backend: "memory",
+			Redis:   Redis{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "clawgate:"},
+			OnError: "reject",
+		})
+		eq(t, "dedupe", cfg.Dedupe, Dedupe{
+			Window: 10 * time.Second, CacheSize: 100000, LockTTL: 30 * time.Second,
+			Retention: 24 * time.Hour, ReplayBodyLimit: 64 << 10,
+		})
+		eq(t, "alerts", cfg.Alerts, Alerts{MaxAttempts: 3})
+		eq(t, "warnings", cfg.Warnings, []string(nil))
+		eq(t, "path", cfg.Path, "gateway.yaml")
+		eq(t, "dir", cfg.Dir, "testdata/good")
+		eq(t, "routes", len(cfg.Routes), 1)
+		r := cfg.Routes[0]
+		eq(t, "name", r.Name, "orders")
+		eq(t, "line", r.Line, 3)
+		eq(t, "match", r.Match, Match{Path: "/webhook/order", Methods: []string{"POST"}})
+		eq(t, "upstream", r.UpstreamURL.String(), "http://127.0.0.1:9000")
+		eq(t, "dedupe.mode", r.Dedupe.Mode, "enforce")
+		eq(t, "strip_prefix", r.StripPrefix, "")
+		eq(t, "timeout", r.Timeout, 10*time.Second)
+		eq(t, "max_body", r.MaxBody, ByteSize(1<<20))
+		eq(t, "idempotency", r.Idempotency, Idempotency{Required: true, Key: []string{"header:Idempotency-Key"}})
+		eq(t, "verify.scheme", r.Verify.Scheme, "none")
+		eq(t, "verify.tolerance", r.Verify.Tolerance, 5*time.Minute)
+		eq(t, "verify.algorithm", r.Verify.Algorithm, "sha256")
+		eq(t, "verify.encoding", r.Verify.Encoding, "hex")
+		eq(t, "delivery", r.Delivery, "sync")
+	},
+	"full.yaml": func(t *testing.T, cfg *Config) {
+		eq(t, "listen", cfg.Listen, "127.0.0.1:8443")
+		eq(t, "admin", cfg.Admin, Admin{Listen: "[::1]:9191", TokenEnv: "ADMIN_TOKEN", Token: testEnv["ADMIN_TOKEN"]})
+		eq(t, "store", cfg.Store, Store{
+			Backend: "redis",
+			Redis: Redis{
+				Addrs:      []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
+				MasterName: "mymaster", Username: "clawgate", PasswordEnv: "REDIS_PASSWORD",
+				DB: 2, KeyPrefix: "cg:", TLS: true, Password: testEnv["REDIS_PASSWORD"],
+			},
+			OnError: "forward",
+		})
+		eq(t, "dedupe", cfg.Dedupe, Dedupe{
+			Window: 5 * time.Second, CacheSize: 5000, LockTTL: time.Minute,
+			Retention: 72 * time.Hour, ReplayBodyLimit: 128 << 10,
+		})
+		eq(t, "alerts", cfg.Alerts, Alerts{MaxAttempts: 5, WebhookURLEnv: "ALERT_URL", WebhookURL: testEnv["ALERT_URL"]})
+		eq(t, "warnings", cfg.Warnings, []string(nil))
+
+		o := route(t, cfg, "orders")
+		eq(t, "orders.match", o.Match, Match{Path: "/webhook/order", Host: "orders.example.com", Methods: []string{"POST", "PUT"}})
+		eq(t, "orders.upstream", o.UpstreamURL.String(), "https://orders.internal:8443/base/")
+		eq(t, "orders.dedupe.mode", o.Dedupe.Mode, "shadow")
+		eq(t, "orders.strip_prefix", o.StripPrefix, "/webhook")
+		eq(t, "orders.timeout", o.Timeout, 45*time.Second)
+		eq(t, "orders.max_body", o.MaxBody, 2*MiB)
+		eq(t, "orders.idempotency", o.Idempotency, Idempotency{
+			Required: false,
+			Key:      []string{"header:Idempotency-Key", "json:data.object.id", "template:{json:type}:{json:id}"},
+		})
+		v := o.Verify
+		eq(t, "orders.verify", [...]string{v.Scheme, v.Header, v.Algorithm, v.Encoding, v.Prefix}, [...]string{"hmac", "X-Signature", "sha512", "base64", "sha512="})
+		eq(t, "orders.verify.tolerance", v.Tolerance, 2*time.Minute)
+		eq(t, "orders.verify.secrets", len(v.Secrets), 2)
+		eq(t, "orders.verify.secrets[1].not_after", v.Secrets[1].NotAfter, time.Date(2030, 12, 1, 0, 0, 0, 0, time.UTC))
+		eq(t, "orders.delivery", o.Delivery, "sync")
+
+		p := route(t, cfg, "payments")
+		eq(t, "payments.match", p.Match, Match{PathPrefix: "/pay/", Methods: []string{"POST"}})
+		eq(t, "payments.dedupe.mode", p.Dedupe.Mode, "off")
+		eq(t, "payments.max_body", p.MaxBody, ByteSize(1000000))
+		eq(t, "payments.idempotency", p.Idempotency, Idempotency{Required: true, Key: []string{"body:sha256"}})
+		eq(t, "payments.verify.tolerance", p.Verify.Tolerance, 10*time.Minute)
+	},
+	"sizes.yaml": func(t *testing.T, cfg *Config) {
+		eq(t, "replay_body_limit", cfg.Dedupe.ReplayBodyLimit, ByteSize(0))
+		want := map[string]ByteSize{
+			"a": 512, "b": 10000, "c": 1000000, "d": 1 << 30,
+			"e": 4096, "f": 3 << 19, "g": 64 << 10, "h": 256,
+		}
+		for name, size := range want {
+			eq(t, name+".max_body", route(t, cfg, name).MaxBody, size)
+		}
+	},
+	"anchors.yaml": func(t *testing.T, cfg *Config) {
+		orders, refunds, invoices := route(t, cfg, "orders"), route(t, cfg, "refunds"), route(t, cfg, "invoices")
+		eq(t, "refunds.path", refunds.Match.Path, "/webhook/refund")
+		eq(t, "refunds.upstream", refunds.Upstream, orders.Upstream)
+		eq(t, "refunds.timeout", refunds.Timeout, 5*time.Second)
+		eq(t, "refunds.verify", refunds.Verify, orders.Verify)
+		eq(t, "refunds.line", refunds.Line, 12)
+		eq(t, "invoices.verify", invoices.Verify, orders.Verify)
+		eq(t, "invoices.timeout", invoices.Timeout, 10*time.Second)
+		eq(t, "orders.verify.header", orders.Verify.Header, "X-Signature")
+	},
+	"warnings.yaml": func(t *testing.T, cfg *Config) {
+		eq(t, "warnings", cfg.Warnings, []string{
+			`gateway.yaml:6: route "github": idempotency key comes only from header X-GitHub-Delivery, which the github signature does not cover; a captured delivery can be replayed under a fresh id: add "body:sha256" to idempotency.key`,
+			`gateway.yaml:27: route "shopify": idempotency key comes only from headers X-Shopify-Webhook-Id, X-Shopify-Event-Id, which the shopify signature does not cover; a captured delivery can be replayed under a fresh id: add "body:sha256" to idempotency.key`,
+			`gateway.yaml:39: route "demo": verify: secrets[0] is inline`,
+		})
+	},
+}
+
+// TestGood loads every testdata/good file with the fake verify and dedupe
+// and asserts the values it loads to.
+func TestGood(t *testing.T) {
+	files, err := filepath.Glob("testdata/good/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no good files: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			useFakes(t)
+			check := goodChecks[filepath.Base(file)]
+			if check == nil {
+				t.Fatalf("no entry in goodChecks")
+			}
+			check(t, parseGood(t, file))
+		})
+	}
+}

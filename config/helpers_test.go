@@ -1,0 +1,163 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/verify"
+)
+
+// testEnv is the environment the tests load configs with. Its values must
+// never appear in an error message.
+var testEnv = map[string]string{
+	"ORDERS_SECRET":     "orders-secret-value-0123456789",
+	"ORDERS_SECRET_OLD": "orders-old-secret-value-0123456789",
+	"ADMIN_TOKEN":       "admin-token-value-0123456789",
+	"REDIS_PASSWORD":    "redis-password-value-0123456789",
+	"ALERT_URL":         "https://hooks.example.com/services/T0/B0/alert-credential-0123456789",
+	"BAD_ALERT_URL":     "ftp://alert:bad-alert-credential-0123456789@example.com/x",
+	"SVIX_SECRET":       "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+	"RELATIVE_URL":      "/relative-alert-credential-0123456789",
+}
+
+func getenv(name string) string { return testEnv[name] }
+
+// errFakeVerify and errFakeKey are wrapped by the fakes' errors.
+var (
+	errFakeVerify = errors.New("fake verify error")
+	errFakeKey    = errors.New("fake key error")
+)
+
+type fakeVerifier struct{ scheme string }
+
+func (fakeVerifier) Verify(http.Header, []byte, time.Time) (string, error) { return "", nil }
+
+// fakeNew stands in for verify.New: it knows the schemes, requires a
+// secret (a key for jwt) whose variable is set, and warns about inline
+// secrets.
+func fakeNew(c verify.Config, env verify.Env) (verify.Verifier, []string, error) {
+	switch c.Scheme {
+	case "":
+		return nil, nil, fmt.Errorf("verify: scheme is required: %w", errFakeVerify)
+	case "none":
+		return fakeVerifier{"none"}, nil, nil
+	case "hmac", "github", "stripe", "standard-webhooks", "shopify", "slack":
+		if len(c.Secrets) == 0 {
+			return nil, nil, fmt.Errorf("verify: no secret: %w", errFakeVerify)
+		}
+	case "jwt":
+		if len(c.JWT.Keys) == 0 {
+			return nil, nil, fmt.Errorf("verify: jwt: no key: %w", errFakeVerify)
+		}
+	default:
+		return nil, nil, fmt.Errorf("verify: unknown scheme %q: %w", c.Scheme, errFakeVerify)
+	}
+	var warnings []string
+	for i, s := range c.Secrets {
+		switch {
+		case s.Secret != "":
+			warnings = append(warnings, fmt.Sprintf("secrets[%d] is inline", i))
+		case s.SecretEnv != "" && env.Getenv(s.SecretEnv) == "":
+			return nil, nil, fmt.Errorf("verify: secrets[%d]: %s is unset or empty: %w", i, s.SecretEnv, errFakeVerify)
+		}
+	}
+	return fakeVerifier{c.Scheme}, warnings, nil
+}
+
+// fakeParseKey stands in for dedupe.ParseKey.
+func fakeParseKey(sources []string) (*dedupe.KeySpec, error) {
+	k := &dedupe.KeySpec{}
+	for _, s := range sources {
+		kind, name, _ := strings.Cut(s, ":")
+		switch kind {
+		case "header":
+			name = http.CanonicalHeaderKey(name)
+		case "json", "form", "query", "template":
+		case "body":
+			if name != "sha256" {
+				return nil, fmt.Errorf("dedupe: unknown key source %q: %w", s, errFakeKey)
+			}
+		default:
+			return nil, fmt.Errorf("dedupe: unknown key source %q: %w", s, errFakeKey)
+		}
+		k.Sources = append(k.Sources, dedupe.Source{Kind: kind, Name: name})
+	}
+	return k, nil
+}
+
+func fakeKeyHeaders(k *dedupe.KeySpec) (names []string, onlyHeaders bool) {
+	onlyHeaders = true
+	for _, s := range k.Sources {
+		if s.Kind == "header" {
+			names = append(names, s.Name)
+		} else {
+			onlyHeaders = false
+		}
+	}
+	return names, onlyHeaders
+}
+
+func fakeSignedHeaders(scheme string) []string {
+	switch scheme {
+	case "standard-webhooks":
+		return []string{"webhook-id", "webhook-timestamp"}
+	case "slack":
+		return []string{"X-Slack-Request-Timestamp"}
+	}
+	return nil
+}
+
+// useFakes replaces verify and dedupe with the fakes for the test.
+func useFakes(t *testing.T) {
+	t.Helper()
+	nv, pk, sh, kh := newVerifier, parseKey, signedHeaders, keyHeaders
+	newVerifier, parseKey, signedHeaders, keyHeaders = fakeNew, fakeParseKey, fakeSignedHeaders, fakeKeyHeaders
+	t.Cleanup(func() { newVerifier, parseKey, signedHeaders, keyHeaders = nv, pk, sh, kh })
+}
+
+// realDeps fails the test, instead of crashing the binary, when verify or
+// dedupe still panic (not implemented yet).
+func realDeps(t testing.TB) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("verify or dedupe is not usable yet: %v", r)
+		}
+	}()
+	if _, err := dedupe.ParseKey([]string{"header:Idempotency-Key"}); err != nil {
+		t.Fatalf("dedupe.ParseKey: %v", err)
+	}
+	if _, _, err := verify.New(verify.Config{Scheme: "none"}, verify.Env{}); err != nil {
+		t.Fatalf("verify.New: %v", err)
+	}
+	verify.SignedHeaders("github")
+}
+
+// assertNoEnvSecrets fails when text contains a value of testEnv: values
+// read from the environment must never be repeated.
+func assertNoEnvSecrets(t *testing.T, text string) {
+	t.Helper()
+	for name, v := range testEnv {
+		if strings.Contains(text, v) {
+			t.Errorf("message contains the value of %s:\n%s", name, text)
+		}
+	}
+}
+
+// assertNoSecrets is assertNoEnvSecrets, and also fails on the secrets
+// written into the test files (an inline secret, an alert URL's and an
+// upstream's credentials).
+func assertNoSecrets(t *testing.T, text string) {
+	t.Helper()
+	assertNoEnvSecrets(t, text)
+	for _, v := range []string{"inline-secret-value", "bad-alert-credential", "upstream-password", "token=1"} {
+		if strings.Contains(text, v) {
+			t.Errorf("message contains secret %q:\n%s", v, text)
+		}
+	}
+}

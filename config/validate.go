@@ -1,0 +1,483 @@
+package config
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// builder validates a decoded config, resolves what it refers to in the
+// environment and compiles its routes, collecting every problem.
+type builder struct {
+	cfg    *Config
+	ps     *problems
+	loc    locator
+	getenv func(string) string
+}
+
+func (b *builder) build() {
+	b.checkListen()
+	b.checkTLS()
+	b.checkAdmin()
+	b.checkStore()
+	b.checkDedupe()
+	b.checkAlerts()
+	b.checkRoutes()
+}
+
+// line returns the line of a top-level field (0 when it is not written).
+func (b *builder) line(path ...any) int { return b.loc.line(path...) }
+
+func (b *builder) checkListen() {
+	line := b.line("listen")
+	if b.cfg.Listen == "" {
+		b.ps.add(line, "listen", `required: the address deliveries are served on, such as ":8080"`)
+		return
+	}
+	if _, _, err := splitHostPort(b.cfg.Listen); err != nil {
+		b.ps.add(line, "listen", "%v", err)
+	}
+}
+
+func (b *builder) checkTLS() {
+	t := &b.cfg.TLS
+	line := b.line("tls")
+	switch {
+	case t.CertFile == "" && t.KeyFile == "":
+		return
+	case t.KeyFile == "":
+		b.ps.add(line, "tls", "cert_file is set but key_file is not; set both or neither")
+		return
+	case t.CertFile == "":
+		b.ps.add(line, "tls", "key_file is set but cert_file is not; set both or neither")
+		return
+	}
+	t.CertFile = b.resolvePath(t.CertFile)
+	t.KeyFile = b.resolvePath(t.KeyFile)
+	cert, certErr := readRegular(t.CertFile)
+	if certErr != nil {
+		b.ps.wrap(b.line("tls", "cert_file"), "tls.cert_file", certErr)
+	}
+	key, keyErr := readRegular(t.KeyFile)
+	if keyErr != nil {
+		b.ps.wrap(b.line("tls", "key_file"), "tls.key_file", keyErr)
+	}
+	if certErr != nil || keyErr != nil {
+		return
+	}
+	if _, err := tls.X509KeyPair(cert, key); err != nil {
+		b.ps.list = append(b.ps.list, &Problem{File: b.ps.file, Line: line, Field: "tls",
+			Msg: fmt.Sprintf("cannot use %s and %s as a key pair: %v", t.CertFile, t.KeyFile, err), Err: err})
+	}
+}
+
+// resolvePath makes a relative path relative to the config's directory.
+func (b *builder) resolvePath(p string) string {
+	if p == "" || filepath.IsAbs(p) || b.cfg.Dir == "" {
+		return p
+	}
+	return filepath.Join(b.cfg.Dir, p)
+}
+
+// maxFileSize bounds files the config refers to (TLS certificates and keys).
+const maxFileSize = 1 << 20
+
+// readRegular reads a regular file of at most maxFileSize bytes; devices
+// and pipes are refused so that a config cannot block its loader.
+func readRegular(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Size() > maxFileSize {
+		return nil, fmt.Errorf("%s is larger than %s", path, ByteSize(maxFileSize))
+	}
+	return os.ReadFile(path)
+}
+
+func (b *builder) checkAdmin() {
+	a := &b.cfg.Admin
+	if a.TokenEnv != "" {
+		a.Token = b.getenv(a.TokenEnv)
+	}
+	if a.Listen == "" {
+		return // admin listener disabled
+	}
+	line := b.line("admin", "listen")
+	host, _, err := splitHostPort(a.Listen)
+	if err != nil {
+		b.ps.add(line, "admin.listen", "%v", err)
+		return
+	}
+	if a.Token != "" || isLoopback(host) {
+		return
+	}
+	why := "admin.token_env is empty"
+	if a.TokenEnv != "" {
+		why = a.TokenEnv + " is unset or empty"
+	}
+	b.ps.add(line, "admin.listen", "%q is not a loopback address and no admin token is set (%s); set the token or listen on 127.0.0.1", a.Listen, why)
+}
+
+func (b *builder) checkStore() {
+	s := &b.cfg.Store
+	switch s.Backend {
+	case "memory", "redis":
+	default:
+		b.ps.add(b.line("store", "backend"), "store.backend", "must be memory or redis, got %q", clip(s.Backend))
+	}
+	switch s.OnError {
+	case "reject", "forward":
+	default:
+		b.ps.add(b.line("store", "on_error"), "store.on_error", "must be reject or forward, got %q", clip(s.OnError))
+	}
+	if s.Backend != "redis" {
+		return
+	}
+	r := &s.Redis
+	if len(r.Addrs) == 0 {
+		b.ps.add(b.line("store", "redis", "addrs"), "store.redis.addrs", "at least one address is required with store.backend redis")
+	}
+	for i, addr := range r.Addrs {
+		if _, _, err := splitHostPort(addr); err != nil {
+			b.ps.add(b.line("store", "redis", "addrs", i), fmt.Sprintf("store.redis.addrs[%d]", i), "%v", err)
+		}
+	}
+	if r.DB < 0 {
+		b.ps.add(b.line("store", "redis", "db"), "store.redis.db", "must not be negative, got %d", r.DB)
+	}
+	if r.PasswordEnv != "" {
+		r.Password = b.getenv(r.PasswordEnv)
+		if r.Password == "" {
+			b.ps.add(b.line("store", "redis", "password_env"), "store.redis.password_env", "%s is unset or empty; set it, or remove password_env for a Redis without a password", clip(r.PasswordEnv))
+		}
+	}
+}
+
+func (b *builder) checkDedupe() {
+	d := &b.cfg.Dedupe
+	for _, f := range []struct {
+		name string
+		val  interface{ String() string }
+		bad  bool
+	}{
+		{"window", d.Window, d.Window <= 0},
+		{"lock_ttl", d.LockTTL, d.LockTTL <= 0},
+		{"retention", d.Retention, d.Retention <= 0},
+	} {
+		if f.bad {
+			b.ps.add(b.line("dedupe", f.name), "dedupe."+f.name, "must be positive, got %v", f.val)
+		}
+	}
+	if d.CacheSize <= 0 {
+		b.ps.add(b.line("dedupe", "cache_size"), "dedupe.cache_size", "must be positive, got %d", d.CacheSize)
+	}
+	if d.ReplayBodyLimit < 0 {
+		b.ps.add(b.line("dedupe", "replay_body_limit"), "dedupe.replay_body_limit", "must not be negative, got %d", int64(d.ReplayBodyLimit))
+	}
+}
+
+func (b *builder) checkAlerts() {
+	a := &b.cfg.Alerts
+	if a.MaxAttempts < 1 {
+		b.ps.add(b.line("alerts", "max_attempts"), "alerts.max_attempts", "must be at least 1, got %d", a.MaxAttempts)
+	}
+	if a.WebhookURLEnv == "" {
+		return
+	}
+	line := b.line("alerts", "webhook_url_env")
+	a.WebhookURL = b.getenv(a.WebhookURLEnv)
+	if a.WebhookURL == "" {
+		b.ps.add(line, "alerts.webhook_url_env", "%s is unset or empty; set it, or remove webhook_url_env to alert by log and metric only", clip(a.WebhookURLEnv))
+		return
+	}
+	// The URL often embeds a credential (Slack, PagerDuty): name the
+	// variable, never its value.
+	if _, err := httpURL(a.WebhookURL); err != nil {
+		b.ps.add(line, "alerts.webhook_url_env", "the value of %s %v", clip(a.WebhookURLEnv), err)
+		a.WebhookURL = ""
+	}
+}
+
+// splitHostPort checks a listen or dial address.
+func splitHostPort(addr string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf(`must be host:port, such as ":8080" or "127.0.0.1:8080", got %q`, clip(addr))
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || port == "" || n > 65535 {
+		return "", "", fmt.Errorf("port %q of %q is not a number from 0 to 65535", clip(port), clip(addr))
+	}
+	return host, port, nil
+}
+
+// isLoopback reports a host that only this machine can reach: localhost,
+// 127.0.0.0/8 or ::1. An empty host (":9090") listens everywhere.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	host, _, _ = strings.Cut(host, "%") // IPv6 zone
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// errNotHTTPURL is wrapped by httpURL's errors.
+var errNotHTTPURL = errors.New("must be an absolute http or https URL")
+
+// httpURL parses an absolute http(s) URL with a host. Its errors never
+// repeat the URL, which may hold a credential.
+func httpURL(s string) (*url.URL, error) {
+	if !strings.Contains(s, "://") {
+		return nil, fmt.Errorf("%w: it has no scheme, as in http://127.0.0.1:9000", errNotHTTPURL)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %v", errNotHTTPURL, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%w: its scheme is %q", errNotHTTPURL, clip(u.Scheme))
+	case u.Opaque != "" || u.Hostname() == "":
+		return nil, fmt.Errorf("%w: it has no host", errNotHTTPURL)
+	}
+	return u, nil
+}
+
+// routeError records a problem of route i.
+func (b *builder) routeError(i int, path []any, field, format string, args ...any) {
+	b.ps.add(b.routeLine(i, path...), where{route: routeLabel(i, b.cfg.Routes[i].Name), field: field}.String(), format, args...)
+}
+
+// routeLine returns the line of a field of route i, or of the route.
+func (b *builder) routeLine(i int, path ...any) int {
+	if l := b.loc.line(append([]any{"routes", i}, path...)...); l > 0 {
+		return l
+	}
+	return b.cfg.Routes[i].Line
+}
+
+// matchKey identifies routes that would match the same requests.
+type matchKey struct {
+	prefix     bool
+	path, host string
+}
+
+func (b *builder) checkRoutes() {
+	routes := b.cfg.Routes
+	if len(routes) == 0 {
+		b.ps.add(b.line("routes"), "routes", "at least one route is required")
+		return
+	}
+	names := map[string]int{}
+	matches := map[matchKey][]int{}
+	for i := range routes {
+		r := &routes[i]
+		b.checkName(i, names)
+		b.checkUpstream(i)
+		if b.checkMatch(i) {
+			k := matchKey{prefix: r.Match.PathPrefix != "", path: r.Match.Path + r.Match.PathPrefix, host: r.Match.Host}
+			for _, j := range matches[k] {
+				if m := commonMethod(routes[j].Match.Methods, r.Match.Methods); m != "" {
+					kind := "path"
+					if k.prefix {
+						kind = "path_prefix"
+					}
+					b.routeError(i, []any{"match"}, "match", "same %s %q, host and method %s as %s at line %d; this route would never match",
+						kind, clip(k.path), m, routeLabel(j, routes[j].Name), routes[j].Line)
+					break
+				}
+			}
+			matches[k] = append(matches[k], i)
+		}
+		b.checkRouteSettings(i)
+		b.compileRoute(i)
+	}
+}
+
+func (b *builder) checkName(i int, names map[string]int) {
+	r := &b.cfg.Routes[i]
+	switch {
+	case r.Name == "":
+		b.routeError(i, []any{"name"}, "name", "required: routes are named in metrics, logs and the admin API")
+		return
+	case !validName(r.Name):
+		b.routeError(i, []any{"name"}, "name", "%q may only contain letters, digits, '-', '_' and '.', and must start with a letter or digit", clip(r.Name))
+	}
+	if j, dup := names[r.Name]; dup {
+		b.routeError(i, []any{"name"}, "name", "duplicate route name %q (first used by routes[%d] at line %d)", clip(r.Name), j, b.cfg.Routes[j].Line)
+		return
+	}
+	names[r.Name] = i
+}
+
+// validName reports a route name that is safe in metric labels and in the
+// admin API's URL paths.
+func validName(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case (c == '-' || c == '_' || c == '.') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (b *builder) checkUpstream(i int) {
+	r := &b.cfg.Routes[i]
+	if r.Upstream == "" {
+		b.routeError(i, []any{"upstream"}, "upstream", "required: the absolute http(s) URL deliveries are forwarded to")
+		return
+	}
+	u, err := httpURL(r.Upstream)
+	switch {
+	case err != nil:
+		b.routeError(i, []any{"upstream"}, "upstream", "%v", err)
+		return
+	case u.User != nil:
+		b.routeError(i, []any{"upstream"}, "upstream", "must not contain credentials")
+		return
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(r.Upstream, "#"):
+		b.routeError(i, []any{"upstream"}, "upstream", "must not have a query or fragment")
+		return
+	}
+	r.UpstreamURL = u
+}
+
+// checkMatch validates and normalises route i's match block; it reports
+// whether the block is valid enough to compare with other routes.
+func (b *builder) checkMatch(i int) bool {
+	m := &b.cfg.Routes[i].Match
+	ok := true
+	switch {
+	case m.Path != "" && m.PathPrefix != "":
+		b.routeError(i, []any{"match"}, "match", "path and path_prefix are both set; use one")
+		ok = false
+	case m.Path == "" && m.PathPrefix == "":
+		b.routeError(i, []any{"match"}, "match", "set one of path or path_prefix")
+		ok = false
+	case m.Path != "" && !strings.HasPrefix(m.Path, "/"):
+		b.routeError(i, []any{"match", "path"}, "match.path", "must start with \"/\", got %q", clip(m.Path))
+		ok = false
+	case m.PathPrefix != "" && !strings.HasPrefix(m.PathPrefix, "/"):
+		b.routeError(i, []any{"match", "path_prefix"}, "match.path_prefix", "must start with \"/\", got %q", clip(m.PathPrefix))
+		ok = false
+	}
+	if m.Host != "" {
+		host := strings.ToLower(m.Host)
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			b.routeError(i, []any{"match", "host"}, "match.host", "must not include a port (the request's port is ignored); use %q", clip(h))
+			ok = false
+		} else if strings.ContainsAny(host, "/*?# \t") {
+			b.routeError(i, []any{"match", "host"}, "match.host", "%q is not a host name (wildcards are not supported)", clip(m.Host))
+			ok = false
+		}
+		m.Host = host
+	}
+	if len(m.Methods) == 0 {
+		b.routeError(i, []any{"match", "methods"}, "match.methods", "must list at least one method, such as POST")
+		return false
+	}
+	methods := make([]string, 0, len(m.Methods))
+	seen := map[string]bool{}
+	for j, name := range m.Methods {
+		if !validToken(name) {
+			b.routeError(i, []any{"match", "methods", j}, fmt.Sprintf("match.methods[%d]", j), "%q is not a valid HTTP method", clip(name))
+			ok = false
+			continue
+		}
+		name = strings.ToUpper(name)
+		if !seen[name] {
+			seen[name] = true
+			methods = append(methods, name)
+		}
+	}
+	m.Methods = methods
+	return ok
+}
+
+// validToken reports an RFC 9110 token, the syntax of a method name.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// commonMethod returns a method in both lists, or "".
+func commonMethod(a, b []string) string {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return x
+			}
+		}
+	}
+	return ""
+}
+
+func (b *builder) checkRouteSettings(i int) {
+	r := &b.cfg.Routes[i]
+	switch r.Dedupe.Mode {
+	case "enforce", "shadow", "off":
+	default:
+		b.routeError(i, []any{"dedupe", "mode"}, "dedupe.mode", "must be enforce, shadow or off, got %q", clip(r.Dedupe.Mode))
+	}
+	if p := r.StripPrefix; p != "" {
+		switch {
+		case r.Match.Path != "" && !strings.HasPrefix(r.Match.Path, p):
+			b.routeError(i, []any{"strip_prefix"}, "strip_prefix", "%q is not a prefix of match.path %q", clip(p), clip(r.Match.Path))
+		case r.Match.PathPrefix != "" && !strings.HasPrefix(r.Match.PathPrefix, p):
+			b.routeError(i, []any{"strip_prefix"}, "strip_prefix", "%q is not a prefix of match.path_prefix %q", clip(p), clip(r.Match.PathPrefix))
+		}
+	}
+	lockTTL := b.cfg.Dedupe.LockTTL
+	switch {
+	case r.Timeout <= 0:
+		b.routeError(i, []any{"timeout"}, "timeout", "must be positive, got %v", r.Timeout)
+	case lockTTL > 0 && r.Timeout >= lockTTL:
+		b.routeError(i, []any{"timeout"}, "timeout", "%v must be shorter than dedupe.lock_ttl (%v), or a slow upstream's lock expires and a retry is forwarded while the first copy is still in flight", r.Timeout, lockTTL)
+	}
+	if r.MaxBody <= 0 {
+		b.routeError(i, []any{"max_body"}, "max_body", "must be positive, got %d", int64(r.MaxBody))
+	}
+	if len(r.Idempotency.Key) == 0 {
+		b.routeError(i, []any{"idempotency", "key"}, "idempotency.key", "must list at least one key source, such as \"header:Idempotency-Key\"")
+	}
+	if r.Delivery != "sync" {
+		b.routeError(i, []any{"delivery"}, "delivery", "delivery %q is not supported by this version; use sync", clip(r.Delivery))
+	}
+}
