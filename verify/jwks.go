@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
 	"slices"
 	"strings"
 )
@@ -33,7 +32,7 @@ type jwk struct {
 // another type, or that fits none of algs is skipped with a warning. A set
 // with no usable key is an error. A key's kid is its id.
 func loadJWKS(path string, algs []string) ([]*jwtKey, []string, error) {
-	data, err := os.ReadFile(path)
+	data, err := readKeyFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("verify: jwt: jwks_file: cannot read %s: %w", path, unwrapPathErr(err))
 	}

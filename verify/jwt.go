@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,7 +248,7 @@ func loadJWTKey(where, autoID string, kc JWTKeyConfig, env Env) (k *jwtKey, inli
 			return nil, false, fmt.Errorf("verify: %s: set only one of pem_file, secret, secret_env and secret_file", where)
 		}
 		path := env.path(kc.PEMFile)
-		data, err := os.ReadFile(path)
+		data, err := readKeyFile(path)
 		if err != nil {
 			return nil, false, fmt.Errorf("verify: %s: pem_file: cannot read %s: %w", where, path, unwrapPathErr(err))
 		}

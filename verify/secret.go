@@ -132,7 +132,7 @@ func resolveValue(field, value, envName, file string, env Env) (key []byte, inli
 		return []byte(v), false, nil
 	default:
 		path := env.path(file)
-		b, err := os.ReadFile(path)
+		b, err := readKeyFile(path)
 		if err != nil {
 			return nil, false, fmt.Errorf("verify: %s: secret_file: cannot read %s: %w", field, path, unwrapPathErr(err))
 		}

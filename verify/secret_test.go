@@ -200,3 +200,21 @@ func TestReason(t *testing.T) {
 		t.Fatal("wrapped reason not found")
 	}
 }
+
+func TestKeyFilesMustBeRegular(t *testing.T) {
+	for _, field := range []string{"secret_file", "pem_file", "jwks_file"} {
+		t.Run(field, func(t *testing.T) {
+			c := Config{Scheme: "hmac", Header: "X-Sig", Secrets: []SecretConfig{{ID: "a", SecretFile: "/dev/zero"}}}
+			switch field {
+			case "pem_file":
+				c = Config{Scheme: "jwt", JWT: JWTConfig{Algorithms: []string{"RS256"}, Keys: []JWTKeyConfig{{ID: "k", PEMFile: "/dev/zero"}}}}
+			case "jwks_file":
+				c = Config{Scheme: "jwt", JWT: JWTConfig{Algorithms: []string{"RS256"}, JWKSFile: "/dev/zero"}}
+			}
+			_, _, err := New(c, Env{Dir: t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Fatalf("err = %v, want a refusal of /dev/zero", err)
+			}
+		})
+	}
+}

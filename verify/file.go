@@ -1,0 +1,35 @@
+package verify
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// maxKeyFile bounds secret, PEM and JWKS files.
+const maxKeyFile = 1 << 20
+
+// readKeyFile reads a secret_file, pem_file or jwks_file: a regular file of
+// at most 1 MiB, so a path naming a device or a FIFO cannot hang the loader.
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("larger than 1MiB")
+	}
+	return b, nil
+}
