@@ -1,0 +1,101 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clawgate/clawgate/config"
+)
+
+// TestProviderExamplesInGatewayYAMLLoad uncomments every "#- name:" example
+// route of the repository's gateway.yaml and loads it, so the examples stay
+// true to the code.
+func TestProviderExamplesInGatewayYAMLLoad(t *testing.T) {
+	raw, err := os.ReadFile("../../gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var examples []string
+	var cur []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		switch {
+		case strings.HasPrefix(line, "#- name:"):
+			if cur != nil {
+				examples = append(examples, strings.Join(cur, "\n"))
+			}
+			cur = []string{"  - " + strings.TrimPrefix(line, "#- ")}
+		case cur != nil && strings.HasPrefix(line, "#  "):
+			cur = append(cur, "  "+strings.TrimPrefix(line, "#"))
+		case cur != nil:
+			examples = append(examples, strings.Join(cur, "\n"))
+			cur = nil
+		}
+	}
+	if cur != nil {
+		examples = append(examples, strings.Join(cur, "\n"))
+	}
+	if len(examples) < 7 {
+		t.Fatalf("found %d provider examples, want one per provider", len(examples))
+	}
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "keys"), 0o700)
+	writeJWKS(t, filepath.Join(dir, "keys", "plaid.jwks.json"), ecJWK(t))
+	writeJWKS(t, filepath.Join(dir, "keys", "google.jwks.json"), rsaJWK(t))
+	env := map[string]string{
+		"SVIX_SECRET":               "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")),
+		"GITHUB_WEBHOOK_SECRET":     "gh-secret",
+		"STRIPE_WEBHOOK_SECRET":     "whsec_new",
+		"STRIPE_WEBHOOK_SECRET_OLD": "whsec_old",
+		"SHOPIFY_CLIENT_SECRET":     "shp-secret",
+		"SLACK_SIGNING_SECRET":      "slack-secret",
+	}
+	for _, ex := range examples {
+		name := strings.Fields(ex)[2]
+		t.Run(name, func(t *testing.T) {
+			doc := "routes:\n" + ex + "\n"
+			cfg, err := config.Parse([]byte(doc), "example.yaml", dir, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatalf("example route does not load:\n%s\n%v", doc, err)
+			}
+			for _, w := range cfg.Warnings {
+				t.Errorf("warning: %s", w)
+			}
+		})
+	}
+}
+
+func writeJWKS(t *testing.T, path string, key map[string]string) {
+	b, _ := json.Marshal(map[string]any{"keys": []any{key}})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+func ecJWK(t *testing.T) map[string]string {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"kty": "EC", "crv": "P-256", "kid": "plaid-1", "alg": "ES256", "use": "sig",
+		"x": b64(k.X.FillBytes(make([]byte, 32))), "y": b64(k.Y.FillBytes(make([]byte, 32)))}
+}
+
+func rsaJWK(t *testing.T) map[string]string {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"kty": "RSA", "kid": "google-1", "alg": "RS256", "use": "sig",
+		"n": b64(k.N.Bytes()), "e": b64(big.NewInt(int64(k.E)).Bytes())}
+}
