@@ -1,0 +1,299 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is an injected clock that only moves when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func memoryFixture(t *testing.T) *fixture {
+	clock := newFakeClock()
+	m := NewMemory(MemoryOptions{Now: clock.Now})
+	const short = 50 * time.Millisecond
+	return &fixture{
+		s:        m,
+		lockTTL:  30 * time.Second,
+		shortTTL: short,
+		expireLock: func(t *testing.T, key string) {
+			clock.Advance(short)
+		},
+		checkRetention: func(t *testing.T, key string, retention time.Duration) {
+			t.Helper()
+			clock.Advance(retention - time.Nanosecond)
+			if st := mustGet(t, m, key); st.State != Finished {
+				t.Fatalf("just before retention: %+v, want finished", st)
+			}
+			clock.Advance(time.Nanosecond)
+			if st := mustGet(t, m, key); st != (KeyState{}) {
+				t.Fatalf("after retention: %+v, want forgotten", st)
+			}
+			if c := mustClaim(t, m, key, fpA, time.Second, Claimed); c.Attempts != 1 {
+				t.Fatalf("claim after retention counted %d attempts, want 1 (counter lives with the record)", c.Attempts)
+			}
+		},
+	}
+}
+
+func TestMemoryConformance(t *testing.T) {
+	testStore(t, memoryFixture)
+}
+
+func TestMemoryEvictsOldestFirst(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	var evictions int
+	m := NewMemory(MemoryOptions{MaxKeys: 3, Now: clock.Now, OnEvict: func() { evictions++ }})
+	finish := func(key string) {
+		t.Helper()
+		c := mustClaim(t, m, key, fpA, time.Minute, Claimed)
+		if err := m.Finish(ctx, key, c.Token, outcome(200, key), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+	}
+	for i := 1; i <= 3; i++ {
+		finish(fmt.Sprintf("k:%d", i))
+	}
+	if evictions != 0 {
+		t.Fatalf("evicted %d at capacity", evictions)
+	}
+	// A replay makes k:1 the most recently used; Get does not count.
+	mustClaim(t, m, "k:1", fpA, time.Minute, Finished)
+	mustGet(t, m, "k:2")
+	finish("k:4")
+	finish("k:5")
+	if evictions != 2 {
+		t.Fatalf("OnEvict called %d times, want 2", evictions)
+	}
+	for key, want := range map[string]State{"k:1": Finished, "k:2": Absent, "k:3": Absent, "k:4": Finished, "k:5": Finished} {
+		if st := mustGet(t, m, key); st.State != want {
+			t.Fatalf("%s: %v, want %v", key, st.State, want)
+		}
+	}
+	if m.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", m.Len())
+	}
+}
+
+func TestMemoryNeverEvictsLiveLocks(t *testing.T) {
+	clock := newFakeClock()
+	var evictions int
+	m := NewMemory(MemoryOptions{MaxKeys: 2, Now: clock.Now, OnEvict: func() { evictions++ }})
+	for i := 0; i < 10; i++ {
+		mustClaim(t, m, fmt.Sprintf("k:%d", i), fpA, time.Minute, Claimed)
+	}
+	for i := 0; i < 10; i++ {
+		if st := mustGet(t, m, fmt.Sprintf("k:%d", i)); st.State != InFlight {
+			t.Fatalf("k:%d: %v, want in flight", i, st.State)
+		}
+	}
+	if evictions != 0 {
+		t.Fatalf("evicted %d live locks", evictions)
+	}
+	// Once the locks expire they turn into counters, bounded like records.
+	clock.Advance(time.Minute)
+	for i := 0; i < 10; i++ {
+		mustClaim(t, m, fmt.Sprintf("other:%d", i), fpA, time.Minute, Claimed)
+	}
+	if m.Len() > 10+2 {
+		t.Fatalf("Len = %d after the locks expired, want at most 12", m.Len())
+	}
+	if evictions == 0 {
+		t.Fatalf("expired locks' counters were not bounded by MaxKeys")
+	}
+}
+
+func TestMemoryExpiredEntriesAreDropped(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	var evictions int
+	m := NewMemory(MemoryOptions{Now: clock.Now, OnEvict: func() { evictions++ }})
+	for i := 0; i < 100; i++ {
+		key := "k:" + strconv.Itoa(i)
+		c := mustClaim(t, m, key, fpA, time.Minute, Claimed)
+		if err := m.Finish(ctx, key, c.Token, outcome(200, "x"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Hour)
+	for i := 0; i < 100; i++ {
+		mustClaim(t, m, "new:"+strconv.Itoa(i), fpA, time.Minute, Claimed)
+	}
+	if m.Len() != 100 {
+		t.Fatalf("Len = %d, want the 100 expired records dropped", m.Len())
+	}
+	if evictions != 0 {
+		t.Fatalf("expiry counted as %d evictions", evictions)
+	}
+}
+
+func TestMemoryAttemptsTTL(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	m := NewMemory(MemoryOptions{Now: clock.Now, AttemptsTTL: time.Hour})
+	c := mustClaim(t, m, "k:1", fpA, time.Minute, Claimed)
+	if err := m.Release(ctx, "k:1", c.Token); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour - time.Nanosecond)
+	if c := mustClaim(t, m, "k:1", fpA, time.Minute, Claimed); c.Attempts != 2 {
+		t.Fatalf("within AttemptsTTL: attempts %d, want 2", c.Attempts)
+	}
+	// The counter lives an hour after the last claim, not the first.
+	clock.Advance(time.Hour - time.Nanosecond)
+	if c := mustClaim(t, m, "k:1", fpA, time.Minute, Claimed); c.Attempts != 3 {
+		t.Fatalf("lock expired, counter alive: attempts %d, want 3", c.Attempts)
+	}
+	clock.Advance(time.Hour)
+	if st := mustGet(t, m, "k:1"); st != (KeyState{}) {
+		t.Fatalf("after AttemptsTTL: %+v, want forgotten", st)
+	}
+	if c := mustClaim(t, m, "k:1", fpA, time.Minute, Claimed); c.Attempts != 1 {
+		t.Fatalf("after AttemptsTTL: attempts %d, want 1", c.Attempts)
+	}
+
+	// A negative AttemptsTTL keeps the counter only while the lock lives.
+	m = NewMemory(MemoryOptions{Now: clock.Now, AttemptsTTL: -1})
+	c = mustClaim(t, m, "k:1", fpA, time.Minute, Claimed)
+	if err := m.Release(ctx, "k:1", c.Token); err != nil {
+		t.Fatal(err)
+	}
+	if st := mustGet(t, m, "k:1"); st != (KeyState{}) {
+		t.Fatalf("released with a negative AttemptsTTL: %+v", st)
+	}
+	mustClaim(t, m, "k:1", fpA, time.Minute, Claimed)
+	clock.Advance(time.Minute)
+	if c := mustClaim(t, m, "k:1", fpA, time.Minute, Claimed); c.Attempts != 1 {
+		t.Fatalf("expired lock with a negative AttemptsTTL: attempts %d, want 1", c.Attempts)
+	}
+}
+
+func TestMemoryTokensDifferAcrossInstances(t *testing.T) {
+	a := NewMemory(MemoryOptions{})
+	b := NewMemory(MemoryOptions{})
+	ca := mustClaim(t, a, "k:1", fpA, time.Minute, Claimed)
+	mustClaim(t, b, "k:1", fpA, time.Minute, Claimed)
+	if err := b.Release(context.Background(), "k:1", ca.Token); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("another instance's token released the lock: %v", err)
+	}
+}
+
+// bytesPerKey finishes n keys with a 100-byte body and realistic keys
+// (route + UUID) and returns the heap growth per key beyond the body.
+func bytesPerKey(tb testing.TB, n int) float64 {
+	body := make([]byte, 100)
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m := NewMemory(MemoryOptions{MaxKeys: n})
+	buf := []byte("orders:")
+	for i := 0; i < n; i++ {
+		// The store keeps its own copy of the key; this buffer is reused.
+		buf = fmt.Appendf(buf[:len("orders:")], "%08x-7c1e-4b7a-9d3f-%012x", i, i*7919)
+		key := string(buf)
+		c, err := m.Claim(ctx, key, fpA, time.Minute)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := m.Finish(ctx, key, c.Token, Outcome{Status: 200, ContentType: "application/json", Body: body, Fingerprint: fpA}, 24*time.Hour); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if m.Len() != n {
+		tb.Fatalf("Len = %d", m.Len())
+	}
+	runtime.KeepAlive(m)
+	return float64(after.HeapAlloc-before.HeapAlloc)/float64(n) - float64(len(body))
+}
+
+// TestMemoryBytesPerKey keeps a finished key within 400 bytes beyond its
+// body. BenchmarkMemoryBytesPerKey measures the same over a million keys.
+func TestMemoryBytesPerKey(t *testing.T) {
+	n := 200_000
+	if testing.Short() {
+		n = 20_000
+	}
+	perKey := bytesPerKey(t, n)
+	t.Logf("memory store: %.0f bytes per finished key beyond a 100-byte body, %d keys of 43 bytes", perKey, n)
+	if perKey > 400 {
+		t.Fatalf("%.0f bytes per key, want at most 400", perKey)
+	}
+}
+
+// BenchmarkMemoryBytesPerKey reports (as B/key) the heap a finished key
+// costs beyond its 100-byte body, over 1,000,000 keys; run it with
+// -bench MemoryBytesPerKey -benchtime 1x.
+func BenchmarkMemoryBytesPerKey(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.ReportMetric(bytesPerKey(b, 1_000_000), "B/key")
+	}
+}
+
+func BenchmarkMemoryClaimFinish(b *testing.B) {
+	ctx := context.Background()
+	m := NewMemory(MemoryOptions{})
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = "orders:" + strconv.Itoa(i)
+	}
+	out := Outcome{Status: 200, ContentType: "application/json", Body: make([]byte, 100), Fingerprint: fpA}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := m.Claim(ctx, keys[i], fpA, time.Minute)
+		if err != nil || c.State != Claimed {
+			b.Fatal(c, err)
+		}
+		if err := m.Finish(ctx, keys[i], c.Token, out, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMemoryClaimFinished(b *testing.B) {
+	ctx := context.Background()
+	m := NewMemory(MemoryOptions{})
+	c, _ := m.Claim(ctx, "orders:1", fpA, time.Minute)
+	out := Outcome{Status: 200, ContentType: "application/json", Body: make([]byte, 100), Fingerprint: fpA}
+	if err := m.Finish(ctx, "orders:1", c.Token, out, time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := m.Claim(ctx, "orders:1", fpA, time.Minute)
+		if err != nil || c.State != Finished {
+			b.Fatal(c, err)
+		}
+	}
+}

@@ -1,0 +1,374 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fixture is one fresh, empty store plus the store-specific ways to let
+// time pass.
+type fixture struct {
+	s Store
+	// lockTTL is used where no test waits for a lock to expire.
+	lockTTL time.Duration
+	// shortTTL is a lock TTL that expireLock can wait out.
+	shortTTL time.Duration
+	// expireLock returns once key's lock, taken with shortTTL, has expired.
+	expireLock func(t *testing.T, key string)
+	// checkRetention checks that key, just finished with retention, is
+	// forgotten (record and counter) once retention has passed.
+	checkRetention func(t *testing.T, key string, retention time.Duration)
+}
+
+const (
+	fpA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	fpB = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
+)
+
+func outcome(status int, body string) Outcome {
+	return Outcome{Status: status, ContentType: "application/json", Body: []byte(body), Fingerprint: fpA}
+}
+
+func mustClaim(t *testing.T, s Store, key, fp string, ttl time.Duration, want State) Claim {
+	t.Helper()
+	c, err := s.Claim(context.Background(), key, fp, ttl)
+	if err != nil {
+		t.Fatalf("Claim(%q): %v", key, err)
+	}
+	if c.State != want {
+		t.Fatalf("Claim(%q) = %v, want %v (%+v)", key, c.State, want, c)
+	}
+	return c
+}
+
+func mustGet(t *testing.T, s Store, key string) KeyState {
+	t.Helper()
+	st, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return st
+}
+
+func sameOutcome(a, b Outcome) bool {
+	return a.Status == b.Status && a.ContentType == b.ContentType &&
+		bytes.Equal(a.Body, b.Body) && a.Fingerprint == b.Fingerprint
+}
+
+// testStore is the conformance suite both stores pass.
+func testStore(t *testing.T, newFixture func(t *testing.T) *fixture) {
+	ctx := context.Background()
+
+	t.Run("Transitions", func(t *testing.T) {
+		f := newFixture(t)
+		c := mustClaim(t, f.s, "orders:1", fpA, f.lockTTL, Claimed)
+		if c.Token == "" || c.Attempts != 1 {
+			t.Fatalf("first claim = %+v, want a token and Attempts 1", c)
+		}
+		in := mustClaim(t, f.s, "orders:1", fpA, f.lockTTL, InFlight)
+		if in.Attempts != 2 || in.Token != "" {
+			t.Fatalf("in-flight claim = %+v, want Attempts 2 and no token", in)
+		}
+		if in.RetryAfter <= 0 || in.RetryAfter > f.lockTTL {
+			t.Fatalf("RetryAfter = %v, want in (0, %v]", in.RetryAfter, f.lockTTL)
+		}
+		st := mustGet(t, f.s, "orders:1")
+		if st.State != InFlight || st.Attempts != 2 || st.Fingerprint != fpA || st.FirstSeen.IsZero() || st.LastSeen.Before(st.FirstSeen) {
+			t.Fatalf("Get while in flight = %+v", st)
+		}
+		want := outcome(201, `{"ok":true}`)
+		if err := f.s.Finish(ctx, "orders:1", c.Token, want, time.Hour); err != nil {
+			t.Fatalf("Finish: %v", err)
+		}
+		fin := mustClaim(t, f.s, "orders:1", fpB, f.lockTTL, Finished)
+		if fin.Attempts != 3 || !sameOutcome(fin.Outcome, want) {
+			t.Fatalf("claim on finished = %+v, want Attempts 3 and %+v", fin, want)
+		}
+		st = mustGet(t, f.s, "orders:1")
+		if st.State != Finished || st.Attempts != 3 || st.Status != 201 || st.Fingerprint != fpA {
+			t.Fatalf("Get when finished = %+v", st)
+		}
+		if st.FirstSeen.IsZero() || st.LastSeen.Before(st.FirstSeen) {
+			t.Fatalf("Get times = %v / %v", st.FirstSeen, st.LastSeen)
+		}
+		if st2 := mustGet(t, f.s, "orders:1"); st2 != st {
+			t.Fatalf("Get changed the state: %+v then %+v", st, st2)
+		}
+	})
+
+	t.Run("AttemptsSurviveRelease", func(t *testing.T) {
+		f := newFixture(t)
+		c := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Claimed)
+		for i := 2; i <= 5; i++ {
+			if in := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, InFlight); in.Attempts != int64(i) {
+				t.Fatalf("attempt %d counted as %d", i, in.Attempts)
+			}
+		}
+		if err := f.s.Release(ctx, "k:1", c.Token); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		st := mustGet(t, f.s, "k:1")
+		if st.State != Absent || st.Attempts != 5 {
+			t.Fatalf("Get after release = %+v, want absent with 5 attempts", st)
+		}
+		c2 := mustClaim(t, f.s, "k:1", fpB, f.lockTTL, Claimed)
+		if c2.Attempts != 6 || c2.Token == c.Token {
+			t.Fatalf("claim after release = %+v, want Attempts 6 and a new token", c2)
+		}
+		if st := mustGet(t, f.s, "k:1"); st.Fingerprint != fpB {
+			t.Fatalf("in-flight fingerprint = %q, want the new claimer's", st.Fingerprint)
+		}
+		// The first owner cannot touch the new lock.
+		if err := f.s.Release(ctx, "k:1", c.Token); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Release by the old owner = %v, want ErrNotOwner", err)
+		}
+	})
+
+	t.Run("NotOwner", func(t *testing.T) {
+		f := newFixture(t)
+		if err := f.s.Finish(ctx, "k:absent", "nobody", outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish on absent key = %v, want ErrNotOwner", err)
+		}
+		if err := f.s.Release(ctx, "k:absent", "nobody"); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Release on absent key = %v, want ErrNotOwner", err)
+		}
+		if st := mustGet(t, f.s, "k:absent"); st != (KeyState{}) {
+			t.Fatalf("failed Finish/Release created state: %+v", st)
+		}
+		c := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Claimed)
+		other := mustClaim(t, f.s, "k:2", fpA, f.lockTTL, Claimed)
+		before := mustGet(t, f.s, "k:1")
+		for _, tok := range []string{"", "wrong", other.Token, c.Token + "x", strings.ToUpper(c.Token)} {
+			if tok == c.Token {
+				continue
+			}
+			if err := f.s.Finish(ctx, "k:1", tok, outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+				t.Fatalf("Finish with token %q = %v, want ErrNotOwner", tok, err)
+			}
+			if err := f.s.Release(ctx, "k:1", tok); !errors.Is(err, ErrNotOwner) {
+				t.Fatalf("Release with token %q = %v, want ErrNotOwner", tok, err)
+			}
+		}
+		if after := mustGet(t, f.s, "k:1"); after != before {
+			t.Fatalf("state changed by a non-owner: %+v -> %+v", before, after)
+		}
+		want := outcome(200, "first")
+		if err := f.s.Finish(ctx, "k:1", c.Token, want, time.Hour); err != nil {
+			t.Fatalf("Finish: %v", err)
+		}
+		// Once finished, the token owns nothing any more.
+		if err := f.s.Finish(ctx, "k:1", c.Token, outcome(500, "second"), time.Hour); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("second Finish = %v, want ErrNotOwner", err)
+		}
+		if err := f.s.Release(ctx, "k:1", c.Token); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Release after Finish = %v, want ErrNotOwner", err)
+		}
+		if fin := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Finished); !sameOutcome(fin.Outcome, want) {
+			t.Fatalf("record overwritten: %+v", fin.Outcome)
+		}
+	})
+
+	t.Run("ExpiredLockReclaimed", func(t *testing.T) {
+		f := newFixture(t)
+		first := mustClaim(t, f.s, "k:1", fpA, f.shortTTL, Claimed)
+		f.expireLock(t, "k:1")
+		if st := mustGet(t, f.s, "k:1"); st.State != Absent || st.Attempts != 1 {
+			t.Fatalf("Get after the lock expired = %+v, want absent with 1 attempt", st)
+		}
+		if err := f.s.Finish(ctx, "k:1", first.Token, outcome(200, "late"), time.Hour); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish on an expired lock = %v, want ErrNotOwner", err)
+		}
+		second := mustClaim(t, f.s, "k:1", fpB, f.lockTTL, Claimed)
+		if second.Attempts != 2 || second.Token == first.Token {
+			t.Fatalf("re-claim = %+v, want Attempts 2 and a new token", second)
+		}
+		if err := f.s.Release(ctx, "k:1", first.Token); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Release by the first owner = %v, want ErrNotOwner", err)
+		}
+		if err := f.s.Finish(ctx, "k:1", first.Token, outcome(200, "late"), time.Hour); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish by the first owner = %v, want ErrNotOwner", err)
+		}
+		if st := mustGet(t, f.s, "k:1"); st.State != InFlight || st.Fingerprint != fpB {
+			t.Fatalf("the second owner's lock was disturbed: %+v", st)
+		}
+		want := outcome(202, "second")
+		if err := f.s.Finish(ctx, "k:1", second.Token, want, time.Hour); err != nil {
+			t.Fatalf("Finish by the second owner: %v", err)
+		}
+		if fin := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Finished); !sameOutcome(fin.Outcome, want) || fin.Attempts != 3 {
+			t.Fatalf("claim after = %+v", fin)
+		}
+	})
+
+	t.Run("Retention", func(t *testing.T) {
+		f := newFixture(t)
+		c := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Claimed)
+		mustClaim(t, f.s, "k:1", fpA, f.lockTTL, InFlight)
+		if err := f.s.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); err != nil {
+			t.Fatalf("Finish: %v", err)
+		}
+		f.checkRetention(t, "k:1", time.Hour)
+	})
+
+	t.Run("GetAndDelete", func(t *testing.T) {
+		f := newFixture(t)
+		if st := mustGet(t, f.s, "k:1"); st != (KeyState{}) {
+			t.Fatalf("Get on a new key = %+v, want the zero KeyState", st)
+		}
+		if st, err := f.s.Delete(ctx, "k:1"); err != nil || st != (KeyState{}) {
+			t.Fatalf("Delete on a new key = %+v, %v", st, err)
+		}
+		c := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Claimed)
+		got := mustGet(t, f.s, "k:1")
+		del, err := f.s.Delete(ctx, "k:1")
+		if err != nil || del != got || del.State != InFlight {
+			t.Fatalf("Delete in flight = %+v, %v; want %+v", del, err, got)
+		}
+		if st := mustGet(t, f.s, "k:1"); st != (KeyState{}) {
+			t.Fatalf("Get after Delete = %+v", st)
+		}
+		if err := f.s.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish after Delete = %v, want ErrNotOwner", err)
+		}
+		c = mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Claimed)
+		if c.Attempts != 1 {
+			t.Fatalf("claim after Delete counted %d attempts, want 1", c.Attempts)
+		}
+		if err := f.s.Finish(ctx, "k:1", c.Token, outcome(409, "x"), time.Hour); err != nil {
+			t.Fatalf("Finish: %v", err)
+		}
+		del, err = f.s.Delete(ctx, "k:1")
+		if err != nil || del.State != Finished || del.Status != 409 || del.Attempts != 1 || del.Fingerprint != fpA {
+			t.Fatalf("Delete finished = %+v, %v", del, err)
+		}
+		if c := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Claimed); c.Attempts != 1 {
+			t.Fatalf("claim after Delete = %+v", c)
+		}
+	})
+
+	t.Run("KeysAreDistinct", func(t *testing.T) {
+		f := newFixture(t)
+		keys := []string{"a:1", "a:2", "b:1", "", "}", "}x", "%", "%}x", "{x}", "a:{1}", "a:}{", "ключ:☃", "a:" + strings.Repeat("z", 255)}
+		for i, k := range keys {
+			c := mustClaim(t, f.s, k, fpA, f.lockTTL, Claimed)
+			if err := f.s.Finish(ctx, k, c.Token, outcome(200+i, k), time.Hour); err != nil {
+				t.Fatalf("Finish(%q): %v", k, err)
+			}
+		}
+		for i, k := range keys {
+			fin := mustClaim(t, f.s, k, fpA, f.lockTTL, Finished)
+			if fin.Outcome.Status != 200+i || string(fin.Outcome.Body) != k || fin.Attempts != 2 {
+				t.Fatalf("key %q came back as %+v", k, fin)
+			}
+		}
+	})
+
+	t.Run("OutcomeRoundTrip", func(t *testing.T) {
+		f := newFixture(t)
+		big := bytes.Repeat([]byte{0, 1, 2, 255}, 16<<10)
+		cases := []Outcome{
+			{Status: 200},
+			{Status: 204, Fingerprint: fpB},
+			{Status: 200, ContentType: "text/csv; header=present", Body: []byte("a,b\n"), Fingerprint: "not-a-sha256"},
+			{Status: 400, ContentType: "application/json", Body: []byte(`{}`), Fingerprint: strings.ToUpper(fpA)},
+			{Status: 999, ContentType: "application/octet-stream", Body: big, Fingerprint: fpA},
+		}
+		for i, want := range cases {
+			key := fmt.Sprintf("rt:%d", i)
+			c := mustClaim(t, f.s, key, want.Fingerprint, f.lockTTL, Claimed)
+			body := append([]byte(nil), want.Body...)
+			in := want
+			in.Body = body
+			if err := f.s.Finish(ctx, key, c.Token, in, time.Hour); err != nil {
+				t.Fatalf("Finish(%+v): %v", want.Status, err)
+			}
+			for i := range body {
+				body[i] = 'X' // the store must have kept its own copy
+			}
+			fin := mustClaim(t, f.s, key, fpA, f.lockTTL, Finished)
+			if !sameOutcome(fin.Outcome, want) {
+				t.Fatalf("case %d: got %d %q %d bytes %q", i, fin.Outcome.Status, fin.Outcome.ContentType, len(fin.Outcome.Body), fin.Outcome.Fingerprint)
+			}
+			if st := mustGet(t, f.s, key); st.Fingerprint != want.Fingerprint || st.Status != want.Status {
+				t.Fatalf("case %d: Get = %+v", i, st)
+			}
+		}
+	})
+
+	t.Run("InvalidArguments", func(t *testing.T) {
+		f := newFixture(t)
+		if _, err := f.s.Claim(ctx, "k:1", fpA, 0); err == nil || errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Claim with a zero lock TTL = %v, want an error", err)
+		}
+		c := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Claimed)
+		if err := f.s.Finish(ctx, "k:1", c.Token, outcome(200, "x"), 0); err == nil || errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish with zero retention = %v, want an error", err)
+		}
+		if err := f.s.Finish(ctx, "k:1", c.Token, outcome(1000, "x"), time.Hour); err == nil || errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish with status 1000 = %v, want an error", err)
+		}
+		if st := mustGet(t, f.s, "k:1"); st.State != InFlight {
+			t.Fatalf("a rejected Finish changed the key: %+v", st)
+		}
+	})
+
+	t.Run("ConcurrentClaims", func(t *testing.T) {
+		f := newFixture(t)
+		const n = 200
+		var claimed, inFlight atomic.Int64
+		var maxAttempts atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				c, err := f.s.Claim(ctx, "race:1", fpA, f.lockTTL)
+				if err != nil {
+					errs <- err
+					return
+				}
+				switch c.State {
+				case Claimed:
+					claimed.Add(1)
+				case InFlight:
+					inFlight.Add(1)
+				}
+				for {
+					m := maxAttempts.Load()
+					if c.Attempts <= m || maxAttempts.CompareAndSwap(m, c.Attempts) {
+						break
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("Claim: %v", err)
+		}
+		if claimed.Load() != 1 || inFlight.Load() != n-1 || maxAttempts.Load() != n {
+			t.Fatalf("claimed %d, in flight %d, max attempts %d; want 1, %d, %d", claimed.Load(), inFlight.Load(), maxAttempts.Load(), n-1, n)
+		}
+		if st := mustGet(t, f.s, "race:1"); st.Attempts != n {
+			t.Fatalf("attempts = %d, want %d", st.Attempts, n)
+		}
+	})
+
+	t.Run("Ping", func(t *testing.T) {
+		f := newFixture(t)
+		if err := f.s.Ping(ctx); err != nil {
+			t.Fatalf("Ping: %v", err)
+		}
+	})
+}
