@@ -46,8 +46,7 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // ServeHTTP runs contract section 3, steps 1 to 11, for one delivery.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := &delivery{w: w, r: r, t: g.tbl.Load(), start: time.Now()}
-	d.reqID = headerID(r.Header.Get("X-Request-Id"))
-	d.trace = traceparent(r.Header.Get("Traceparent"))
+	d.reqID, d.trace = ids(r.Header.Get("X-Request-Id"), r.Header.Get("Traceparent"))
 
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -188,9 +187,8 @@ func inFlight(retry time.Duration) error {
 
 // readBody reads the whole body into buf, refusing more than max bytes.
 func readBody(r *http.Request, buf *bytes.Buffer, max int64) error {
-	tooLarge := fail(http.StatusRequestEntityTooLarge, metrics.OutcomeRejected, "body larger than max_body", nil)
 	if r.ContentLength > max {
-		return tooLarge
+		return errTooLarge
 	}
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength))
@@ -203,24 +201,29 @@ func readBody(r *http.Request, buf *bytes.Buffer, max int64) error {
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "could not read body", err)
 	}
 	if n > max {
-		return tooLarge
+		return errTooLarge
 	}
 	return nil
 }
+
+var errTooLarge = fail(http.StatusRequestEntityTooLarge, metrics.OutcomeRejected, "body larger than max_body", nil)
 
 // replay answers with a stored outcome (step 8).
 func (g *Gateway) replay(d *delivery, out *store.Outcome) error {
 	h := d.w.Header()
 	if out.ContentType != "" {
-		h.Set("Content-Type", out.ContentType)
+		h["Content-Type"] = []string{out.ContentType}
 	}
-	h.Set("Idempotent-Replayed", "true")
-	h.Set("X-Request-Id", d.reqID)
+	h["Idempotent-Replayed"] = replayedTrue
+	h["X-Request-Id"] = []string{d.reqID}
 	d.w.WriteHeader(out.Status)
 	d.w.Write(out.Body)
 	d.status, d.outcome = out.Status, metrics.OutcomeReplayed
 	return nil
 }
+
+// replayedTrue is shared by every replay's header map; net/http only reads it.
+var replayedTrue = []string{"true"}
 
 // checkAttempts raises the retry alert the moment a key passes
 // alerts.max_attempts: once, on the delivery that crosses the line.
@@ -291,32 +294,47 @@ func (g *Gateway) done(d *delivery, err error) {
 		cause)
 }
 
-// headerID keeps a caller's X-Request-Id when it is short printable ASCII,
-// else makes one.
-func headerID(v string) string {
-	if v != "" && len(v) <= 128 {
-		ok := true
-		for i := 0; i < len(v); i++ {
-			if v[i] <= ' ' || v[i] >= 0x7f {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return v
-		}
+// ids returns the delivery's X-Request-Id and traceparent: the caller's
+// when valid (a short printable request id, a W3C traceparent), else new
+// ones. A new request id is the trace id, so log lines and traces join.
+func ids(reqID, tp string) (string, string) {
+	if !validTraceparent(tp) {
+		tp = newTraceparent()
 	}
-	return randHex(16)
+	if !validRequestID(reqID) {
+		reqID = tp[3:35]
+	}
+	return reqID, tp
 }
 
-// traceparent keeps a valid W3C traceparent, else starts a new trace.
-func traceparent(v string) string {
-	if len(v) == 55 && v[2] == '-' && v[35] == '-' && v[52] == '-' && isHex(v[:2]) && isHex(v[3:35]) &&
-		isHex(v[36:52]) && isHex(v[53:]) && v[:2] != "ff" && v[3:35] != "00000000000000000000000000000000" &&
-		v[36:52] != "0000000000000000" {
-		return v
+func validRequestID(v string) bool {
+	if v == "" || len(v) > 128 {
+		return false
 	}
-	return "00-" + randHex(16) + "-" + randHex(8) + "-01"
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func validTraceparent(v string) bool {
+	return len(v) == 55 && v[2] == '-' && v[35] == '-' && v[52] == '-' && isHex(v[:2]) && isHex(v[3:35]) &&
+		isHex(v[36:52]) && isHex(v[53:]) && v[:2] != "ff" && v[3:35] != "00000000000000000000000000000000" &&
+		v[36:52] != "0000000000000000"
+}
+
+// newTraceparent starts a trace: version 00, random trace and span ids,
+// sampled.
+func newTraceparent() string {
+	var b [55]byte
+	copy(b[:], "00-")
+	b[35], b[52] = '-', '-'
+	copy(b[53:], "01")
+	hexRand(b[3:35])
+	hexRand(b[36:52])
+	return string(b[:])
 }
 
 func isHex(s string) bool {
@@ -331,14 +349,13 @@ func isHex(s string) bool {
 
 const hexDigits = "0123456789abcdef"
 
-func randHex(n int) string {
-	b := make([]byte, 2*n)
-	for i := 0; i < n; i += 8 {
+// hexRand fills dst with random hex digits.
+func hexRand(dst []byte) {
+	for i := 0; i < len(dst); i += 16 {
 		x := rand.Uint64()
-		for j := 0; j < 8 && i+j < n; j++ {
-			c := byte(x >> (8 * j))
-			b[2*(i+j)], b[2*(i+j)+1] = hexDigits[c>>4], hexDigits[c&15]
+		for j := i; j < i+16 && j < len(dst); j++ {
+			dst[j] = hexDigits[x&15]
+			x >>= 4
 		}
 	}
-	return string(b)
 }

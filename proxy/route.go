@@ -54,13 +54,9 @@ func newTable(cfg *config.Config, m *metrics.Metrics, upstreams func(*config.Rou
 // whose host matches. A path that matches but whose methods do not gives
 // 405; no path gives 404.
 func (t *table) match(r *http.Request) (*route, error) {
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
 	var wrongMethod *route
 	try := func(rt *route) bool {
-		if rt.Match.Host != "" && !strings.EqualFold(rt.Match.Host, host) {
+		if rt.Match.Host != "" && !strings.EqualFold(rt.Match.Host, hostOnly(r.Host)) {
 			return false
 		}
 		for _, m := range rt.Match.Methods {
@@ -89,6 +85,14 @@ func (t *table) match(r *http.Request) (*route, error) {
 		return wrongMethod, se
 	}
 	return nil, fail(http.StatusNotFound, metrics.OutcomeRejected, "no route", nil)
+}
+
+// hostOnly strips the port from a Host header value ("[::1]:8080" -> "::1").
+func hostOnly(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return strings.Trim(host, "[]")
 }
 
 // upstreamURI is the request URI sent upstream: the route's base path, then
