@@ -2,6 +2,7 @@ package verify
 
 import (
 	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"hash"
@@ -237,4 +238,23 @@ func tolerance(c Config) (time.Duration, error) {
 // header value or a secret.
 func fail(name string, reason error, context string) error {
 	return fmt.Errorf("verify: %s: %s: %w", name, context, reason)
+}
+
+// timestampedSHA256Keys compiles the secrets and tolerance of a scheme that
+// signs "{timestamp}...{body}" with HMAC-SHA256 under the secret's raw bytes
+// (stripe, slack).
+func timestampedSHA256Keys(c Config, env Env) ([]*macKey, time.Duration, []string, error) {
+	tol, err := tolerance(c)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	secrets, warnings, err := ResolveSecrets(c.Secrets, env)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	keys := make([]*macKey, 0, len(secrets))
+	for _, s := range secrets {
+		keys = append(keys, newMACKey(s, s.Key, sha256.New))
+	}
+	return keys, tol, warnings, nil
 }

@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"strconv"
@@ -23,19 +22,11 @@ const (
 )
 
 func newSlack(c Config, env Env) (*slack, []string, error) {
-	tol, err := tolerance(c)
+	keys, tol, warnings, err := timestampedSHA256Keys(c, env)
 	if err != nil {
 		return nil, nil, err
 	}
-	secrets, warnings, err := ResolveSecrets(c.Secrets, env)
-	if err != nil {
-		return nil, nil, err
-	}
-	v := &slack{tol: tol}
-	for _, s := range secrets {
-		v.keys = append(v.keys, newMACKey(s, s.Key, sha256.New))
-	}
-	return v, warnings, nil
+	return &slack{keys: keys, tol: tol}, warnings, nil
 }
 
 // Verify implements Verifier.

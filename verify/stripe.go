@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"strconv"
@@ -22,19 +21,11 @@ type stripe struct {
 const stripeHeader = "Stripe-Signature"
 
 func newStripe(c Config, env Env) (*stripe, []string, error) {
-	tol, err := tolerance(c)
+	keys, tol, warnings, err := timestampedSHA256Keys(c, env)
 	if err != nil {
 		return nil, nil, err
 	}
-	secrets, warnings, err := ResolveSecrets(c.Secrets, env)
-	if err != nil {
-		return nil, nil, err
-	}
-	v := &stripe{tol: tol}
-	for _, s := range secrets {
-		v.keys = append(v.keys, newMACKey(s, s.Key, sha256.New))
-	}
-	return v, warnings, nil
+	return &stripe{keys: keys, tol: tol}, warnings, nil
 }
 
 // Verify implements Verifier.
