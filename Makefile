@@ -7,7 +7,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN      := bin/clawgate
 FUZZTIME ?= 20s
 
-.PHONY: all build demo run test test-deps lint fuzz bench clean
+.PHONY: all build demo run test test-deps lint fuzz bench bench-deps bench-quick bench-go clean
 
 all: build
 
@@ -47,7 +47,19 @@ fuzz:
 	  done; \
 	done
 
-bench:
+bench-deps:
+	@scripts/ensure-pkg.sh wrk wrk nginx nginx-light redis-server redis-server
+
+## bench: clawgate next to Nginx on loopback; prints the table, writes docs/benchmarks.md (~7 min).
+bench: bench-deps
+	bench/run.sh
+
+## bench-quick: a 1-minute smoke run of the same harness; writes no file.
+bench-quick: bench-deps
+	BENCH_QUICK=1 bench/run.sh
+
+## bench-go: the Go micro-benchmarks of the hot path (allocations per request).
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./verify/ ./dedupe/ ./store/
 
 clean:

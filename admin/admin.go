@@ -1,5 +1,6 @@
-// Package admin serves the admin listener: /metrics, /healthz, /readyz and
-// the operator's key API under /admin/ (contract section 4).
+// Package admin serves the admin listener: /metrics, /healthz, /readyz, the
+// operator's key API under /admin/ (contract section 4) and Go's profiler
+// under /debug/pprof/ (behind the admin token, like /admin/).
 package admin
 
 import (
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -68,6 +70,11 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /readyz", a.ready)
 	mux.Handle("GET /admin/keys/{route}/{key...}", a.auth(a.getKey))
 	mux.Handle("DELETE /admin/keys/{route}/{key...}", a.auth(a.deleteKey))
+	// Go's profiler, behind the same token as the key API.
+	mux.Handle("GET /debug/pprof/", a.auth(pprof.Index))
+	mux.Handle("GET /debug/pprof/profile", a.auth(pprof.Profile))
+	mux.Handle("GET /debug/pprof/trace", a.auth(pprof.Trace))
+	mux.Handle("GET /debug/pprof/symbol", a.auth(pprof.Symbol))
 	mux.Handle("/admin/", a.auth(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
 	}))

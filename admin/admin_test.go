@@ -230,3 +230,13 @@ func TestReadyzFollowsTheStore(t *testing.T) {
 		t.Fatalf("readyz after Redis came back: %d", code)
 	}
 }
+
+func TestPprofBehindToken(t *testing.T) {
+	c := newCluster(t, redistest.Start(t), 1)
+	if code, _ := c.call(0, "GET", "/debug/pprof/", ""); code != 401 {
+		t.Fatalf("pprof without token: %d", code)
+	}
+	if code, _ := c.call(0, "GET", "/debug/pprof/", token); code != 200 {
+		t.Fatalf("pprof with token: %d", code)
+	}
+}

@@ -1,0 +1,601 @@
+// Command report turns the result lines bench/run.sh collected into the
+// comparison tables: medians over rounds, each target's ratio to Nginx from
+// the same round, the fixed-rate latency added over direct, CPU use, memory
+// per key, and the issue's targets met or missed. It prints them and writes
+// docs/benchmarks.md (or -doc).
+//
+// Input (-results): one record per line, space-separated key=value pairs:
+//
+//	kind=wrk round=1 case=unique target=nginx rps=... p50_us=... p99_us=... status_err=... cpu_proxy=...
+//	kind=rate round=1 target=clawgate-memory p50_us=... p99_us=... non2xx=... errors=...
+//	kind=memkey keys=... heap_beyond_body=... rss_beyond_body=...
+//
+// -meta: "Name: value" lines describing the machine and the settings, shown
+// in order. Exits 1 when any run had errors (non-2xx answers, socket errors,
+// a unique run that ran out of keys), so `make bench` fails loudly; a target
+// missed is reported, not an error.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+type rec map[string]string
+
+func (r rec) f(k string) float64 {
+	v, err := strconv.ParseFloat(r[k], 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+var (
+	cases   = []string{"unique", "dup", "mix"}
+	targets = []string{"direct", "nginx", "clawgate-memory", "clawgate-redis"}
+	caseDoc = map[string]string{
+		"unique": "unique (new key each)",
+		"dup":    "duplicates (one key)",
+		"mix":    "mix (80/20)",
+	}
+	targetDoc = map[string]string{
+		"direct":          "direct",
+		"nginx":           "nginx",
+		"clawgate-memory": "clawgate (memory)",
+		"clawgate-redis":  "clawgate (redis)",
+	}
+)
+
+func main() {
+	results := flag.String("results", "", "result lines `file`")
+	meta := flag.String("meta", "", "machine and settings `file` (Name: value lines)")
+	doc := flag.String("doc", "", "markdown `file` to write (empty: none)")
+	flag.Parse()
+	recs, err := readRecords(*results)
+	if err != nil {
+		fatalf("report: %v", err)
+	}
+	var metaLines []string
+	if *meta != "" {
+		b, err := os.ReadFile(*meta)
+		if err != nil {
+			fatalf("report: %v", err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.TrimSpace(l) != "" {
+				metaLines = append(metaLines, l)
+			}
+		}
+	}
+	r := analyse(recs)
+	var text strings.Builder
+	r.text(&text)
+	fmt.Print(text.String())
+	if *doc != "" {
+		var md strings.Builder
+		r.markdown(&md, metaLines)
+		if err := os.WriteFile(*doc, []byte(md.String()), 0o644); err != nil {
+			fatalf("report: %v", err)
+		}
+		fmt.Printf("\nwrote %s\n", *doc)
+	}
+	if len(r.errors) > 0 {
+		os.Exit(1)
+	}
+}
+
+func readRecords(path string) ([]rec, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	var out []rec
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		r := rec{}
+		for _, kv := range strings.Fields(line) {
+			k, v, _ := strings.Cut(kv, "=")
+			r[k] = v
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}
+
+// n is f with a missing or malformed value read as 0.
+func (r rec) n(k string) float64 {
+	if v := r.f(k); !math.IsNaN(v) {
+		return v
+	}
+	return 0
+}
+
+func median(xs []float64) float64 {
+	xs = slices.DeleteFunc(slices.Clone(xs), func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// row is one case and target of the throughput table, medians over rounds.
+type row struct {
+	n                     int
+	rps, p50, p99         float64 // p50, p99 in microseconds
+	rpsX, p50X, p99X      float64 // median of per-round ratios to nginx
+	cpuProxy, cpuUp       float64 // percent of one core
+	cpuRedis, cpuWrk, cpu float64 // cpu: the whole machine's busy share, percent
+	cpuOthers             float64 // other tenants, percent of one core
+	cpuPerReq, cpuPerReqX float64 // proxy CPU microseconds per request; ratio to nginx's
+	logBytes              float64
+}
+
+type rateRow struct {
+	n                   int
+	p50, p99, p999, max float64
+	added, vsNginx      float64 // p99 minus direct's; that minus nginx's added
+}
+
+type check struct {
+	name, got, want string
+	ok              bool
+	have            bool
+}
+
+type report struct {
+	rows     map[string]map[string]*row
+	rate     map[string]*rateRow
+	memkey   rec
+	rounds   int
+	checks   []check
+	errors   []string
+	warnings []string
+}
+
+func analyse(recs []rec) *report {
+	r := &report{rows: map[string]map[string]*row{}, rate: map[string]*rateRow{}}
+	// Index throughput runs by case, round, target.
+	wrk := map[string]map[string]map[string]rec{}
+	rate := map[string]map[string]rec{}
+	for _, x := range recs {
+		switch x["kind"] {
+		case "wrk":
+			c, rd, t := x["case"], x["round"], x["target"]
+			if wrk[c] == nil {
+				wrk[c] = map[string]map[string]rec{}
+			}
+			if wrk[c][rd] == nil {
+				wrk[c][rd] = map[string]rec{}
+			}
+			wrk[c][rd][t] = x
+			r.checkWrk(x)
+		case "rate":
+			rd, t := x["round"], x["target"]
+			if rate[rd] == nil {
+				rate[rd] = map[string]rec{}
+			}
+			rate[rd][t] = x
+			if x.f("non2xx") > 0 || x.f("errors") > 0 {
+				r.errors = append(r.errors, fmt.Sprintf("fixed-rate round %s %s: %s non-2xx, %s failed requests", rd, t, x["non2xx"], x["errors"]))
+			}
+		case "memkey":
+			r.memkey = x
+		}
+	}
+	for _, c := range cases {
+		rounds := wrk[c]
+		r.rounds = max(r.rounds, len(rounds))
+		for _, t := range targets {
+			var rps, p50, p99, rpsX, p50X, p99X, cp, cu, cr, cw, cm, co, lb, cpr, cprX []float64
+			for _, byT := range rounds {
+				x, ok := byT[t]
+				if !ok {
+					continue
+				}
+				rps = append(rps, x.f("rps"))
+				p50 = append(p50, x.f("p50_us"))
+				p99 = append(p99, x.f("p99_us"))
+				cp = append(cp, x.f("cpu_proxy"))
+				cu = append(cu, x.f("cpu_upstream"))
+				cr = append(cr, x.f("cpu_redis"))
+				cw = append(cw, x.f("cpu_wrk"))
+				cm = append(cm, x.f("cpu_machine"))
+				co = append(co, x.f("cpu_others"))
+				lb = append(lb, x.f("log_bytes_per_req"))
+				cpr = append(cpr, cpuPerReq(x))
+				if ng, ok := byT["nginx"]; ok {
+					cprX = append(cprX, cpuPerReq(x)/cpuPerReq(ng))
+					rpsX = append(rpsX, x.f("rps")/ng.f("rps"))
+					p50X = append(p50X, x.f("p50_us")/ng.f("p50_us"))
+					p99X = append(p99X, x.f("p99_us")/ng.f("p99_us"))
+				}
+			}
+			if len(rps) == 0 {
+				continue
+			}
+			if r.rows[c] == nil {
+				r.rows[c] = map[string]*row{}
+			}
+			r.rows[c][t] = &row{
+				n: len(rps), rps: median(rps), p50: median(p50), p99: median(p99),
+				rpsX: median(rpsX), p50X: median(p50X), p99X: median(p99X),
+				cpuProxy: median(cp), cpuUp: median(cu), cpuRedis: median(cr), cpuWrk: median(cw), cpu: median(cm), cpuOthers: median(co),
+				logBytes: median(lb), cpuPerReq: median(cpr), cpuPerReqX: median(cprX),
+			}
+		}
+	}
+	for _, t := range targets {
+		var p50, p99, p999, mx, added, vs []float64
+		for _, byT := range rate {
+			x, ok := byT[t]
+			if !ok {
+				continue
+			}
+			p50 = append(p50, x.f("p50_us"))
+			p99 = append(p99, x.f("p99_us"))
+			p999 = append(p999, x.f("p999_us"))
+			mx = append(mx, x.f("max_us"))
+			if d, ok := byT["direct"]; ok {
+				a := x.f("p99_us") - d.f("p99_us")
+				added = append(added, a)
+				if ng, ok := byT["nginx"]; ok {
+					vs = append(vs, a-(ng.f("p99_us")-d.f("p99_us")))
+				}
+			}
+		}
+		if len(p50) > 0 {
+			r.rate[t] = &rateRow{n: len(p50), p50: median(p50), p99: median(p99), p999: median(p999), max: median(mx),
+				added: median(added), vsNginx: median(vs)}
+		}
+	}
+	r.targetChecks()
+	return r
+}
+
+// cpuPerReq is the proxy's CPU time per request in microseconds (NaN for
+// direct, which has no proxy).
+func cpuPerReq(x rec) float64 {
+	if x["target"] == "direct" {
+		return math.NaN()
+	}
+	return x.f("cpu_proxy") / 100 * 1e6 / x.f("rps")
+}
+
+func (r *report) checkWrk(x rec) {
+	where := fmt.Sprintf("round %s, %s, %s", x["round"], x["case"], x["target"])
+	if x.f("status_err") > 0 {
+		st := x["statuses"]
+		if st == "" {
+			st = "see the access log"
+		}
+		r.errors = append(r.errors, fmt.Sprintf("%s: %s responses with status >= 400 (status:count %s; 401: signing is wrong, 409: a key still in flight, 422: key reused, 503: store unavailable)", where, x["status_err"], st))
+	}
+	if sock := x.n("connect_err") + x.n("read_err") + x.n("write_err") + x.n("timeout_err"); sock > 0 {
+		r.errors = append(r.errors, fmt.Sprintf("%s: socket errors connect=%s read=%s write=%s timeout=%s", where, x["connect_err"], x["read_err"], x["write_err"], x["timeout_err"]))
+	}
+	if x.f("wrapped") > 0 {
+		msg := fmt.Sprintf("%s: ran out of unique keys (%s requests reused a key, so they were replays): raise BENCH_KEYS", where, x["wrapped"])
+		if strings.HasPrefix(x["target"], "clawgate") {
+			r.errors = append(r.errors, msg)
+		} else {
+			r.warnings = append(r.warnings, msg+" (harmless here: this target does not dedupe)")
+		}
+	}
+	if x.f("requests") == 0 {
+		r.errors = append(r.errors, where+": no request completed")
+	}
+}
+
+func (r *report) targetChecks() {
+	ratio := func(name, c, t string, min float64) {
+		ch := check{name: name, want: fmt.Sprintf(">= %.2f", min)}
+		if row := r.rows[c][t]; row != nil && !math.IsNaN(row.rpsX) {
+			ch.have, ch.ok, ch.got = true, row.rpsX >= min, fmt.Sprintf("%.2f", row.rpsX)
+		}
+		r.checks = append(r.checks, ch)
+	}
+	ratio("unique, clawgate (memory) req/s / nginx", "unique", "clawgate-memory", 0.7)
+	ratio("duplicates, clawgate (memory) req/s / nginx", "dup", "clawgate-memory", 1.5)
+	ratio("duplicates, clawgate (redis) req/s / nginx", "dup", "clawgate-redis", 1.5)
+	ratio("unique, clawgate (redis) req/s / nginx", "unique", "clawgate-redis", 0.45)
+	for _, t := range []string{"clawgate-memory", "clawgate-redis"} {
+		ch := check{name: fmt.Sprintf("fixed rate, p99 added by %s minus nginx's", targetDoc[t]), want: "<= 1.00 ms"}
+		if rr := r.rate[t]; rr != nil && !math.IsNaN(rr.vsNginx) {
+			ch.have, ch.ok, ch.got = true, rr.vsNginx <= 1000, fmt.Sprintf("%+.2f ms", rr.vsNginx/1000)
+		}
+		r.checks = append(r.checks, ch)
+	}
+	ch := check{name: "memory store, bytes per finished key beyond the body", want: "<= 400"}
+	if r.memkey != nil {
+		v := r.memkey.f("heap_beyond_body")
+		ch.have, ch.ok, ch.got = true, v <= 400, fmt.Sprintf("%.0f", v)
+	}
+	r.checks = append(r.checks, ch)
+}
+
+func ms(us float64) string {
+	if math.IsNaN(us) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f ms", us/1000)
+}
+
+func x(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", v)
+}
+
+func (c check) verdict() string {
+	switch {
+	case !c.have:
+		return "not measured"
+	case c.ok:
+		return "met"
+	}
+	return "MISSED"
+}
+
+// table renders rows with a header, as aligned text or markdown.
+func table(w io.Writer, md bool, head []string, rows [][]string) {
+	if md {
+		fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
+		for range head {
+			fmt.Fprint(w, " --- |")
+		}
+		fmt.Fprintln(w)
+		for _, r := range rows {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+		}
+		return
+	}
+	width := make([]int, len(head))
+	for i, h := range head {
+		width[i] = len(h)
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	line := func(cells []string) {
+		for i, c := range cells {
+			if i == 0 || i == 1 {
+				fmt.Fprintf(w, "%-*s  ", width[i], c)
+			} else {
+				fmt.Fprintf(w, "%*s  ", width[i], c)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	line(head)
+	for _, r := range rows {
+		line(r)
+	}
+}
+
+func (r *report) throughputRows() [][]string {
+	var rows [][]string
+	for _, c := range cases {
+		for _, t := range targets {
+			row := r.rows[c][t]
+			if row == nil {
+				continue
+			}
+			rows = append(rows, []string{caseDoc[c], targetDoc[t],
+				fmt.Sprintf("%.0f", row.rps), x(row.rpsX), ms(row.p50), x(row.p50X), ms(row.p99), x(row.p99X)})
+		}
+	}
+	return rows
+}
+
+var throughputHead = []string{"case", "target", "req/s", "req/s ÷ nginx", "p50", "p50 ÷ nginx", "p99", "p99 ÷ nginx"}
+
+func (r *report) rateRows() [][]string {
+	var rows [][]string
+	for _, t := range targets {
+		rr := r.rate[t]
+		if rr == nil {
+			continue
+		}
+		added, vs := "-", "-"
+		if t != "direct" {
+			added = ms(rr.added)
+		}
+		if strings.HasPrefix(t, "clawgate") {
+			vs = fmt.Sprintf("%+.2f ms", rr.vsNginx/1000)
+		}
+		rows = append(rows, []string{targetDoc[t], ms(rr.p50), ms(rr.p99), ms(rr.p999), ms(rr.max), added, vs})
+	}
+	return rows
+}
+
+var rateHead = []string{"target", "p50", "p99", "p99.9", "max", "p99 added over direct", "added minus nginx's"}
+
+func (r *report) cpuRows() [][]string {
+	var rows [][]string
+	for _, c := range cases {
+		for _, t := range targets {
+			row := r.rows[c][t]
+			if row == nil {
+				continue
+			}
+			proxy, redis := pct(row.cpuProxy), pct(row.cpuRedis)
+			if t == "direct" {
+				proxy = "-"
+			}
+			if t != "clawgate-redis" {
+				redis = "-"
+			}
+			perReq := "-"
+			if !math.IsNaN(row.cpuPerReq) {
+				perReq = fmt.Sprintf("%.0f µs", row.cpuPerReq)
+			}
+			rows = append(rows, []string{caseDoc[c], targetDoc[t], proxy, perReq, x(row.cpuPerReqX), pct(row.cpuUp), redis, pct(row.cpuWrk), pct(row.cpuOthers), pct(row.cpu)})
+		}
+	}
+	return rows
+}
+
+var cpuHead = []string{"case", "target", "proxy", "proxy CPU per request", "÷ nginx", "upstream", "redis", "wrk", "other tenants", "machine busy"}
+
+func (r *report) checkRows() [][]string {
+	var rows [][]string
+	for _, c := range r.checks {
+		got := c.got
+		if !c.have {
+			got = "-"
+		}
+		rows = append(rows, []string{c.name, got, c.want, c.verdict()})
+	}
+	return rows
+}
+
+func (r *report) memLine() string {
+	m := r.memkey
+	if m == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%s bytes per finished key beyond its %s-byte body (live heap after GC: %s bytes per key in all; "+
+		"resident set grew %s bytes per key, %s beyond the body; %s keys of %s bytes)",
+		m["heap_beyond_body"], m["body"], m["heap_per_key"], m["rss_per_key"], m["rss_beyond_body"], m["keys"], m["key_bytes"])
+}
+
+func (r *report) text(w io.Writer) {
+	fmt.Fprintf(w, "\nThroughput: medians of %d round(s); ratios are per round against nginx, then the median\n\n", r.rounds)
+	table(w, false, throughputHead, r.throughputRows())
+	fmt.Fprintf(w, "\nFixed rate (open loop, latency from the scheduled send time), medians\n\n")
+	table(w, false, rateHead, r.rateRows())
+	fmt.Fprintf(w, "\nCPU during the throughput runs, medians (percent of one core; machine busy: percent of all cores)\n\n")
+	table(w, false, cpuHead, r.cpuRows())
+	fmt.Fprintf(w, "\nMemory store: %s\n", r.memLine())
+	fmt.Fprintf(w, "\nTargets\n\n")
+	table(w, false, []string{"target", "got", "want", "verdict"}, r.checkRows())
+	for _, s := range r.warnings {
+		fmt.Fprintln(w, "WARNING:", s)
+	}
+	for _, s := range r.errors {
+		fmt.Fprintln(w, "ERROR:", s)
+	}
+}
+
+func (r *report) markdown(w io.Writer, meta []string) {
+	get := func(name string) string {
+		for _, l := range meta {
+			if k, v, ok := strings.Cut(l, ": "); ok && k == name {
+				return v
+			}
+		}
+		return "?"
+	}
+	fmt.Fprintf(w, "# Benchmarks\n\n")
+	fmt.Fprintf(w, "clawgate next to Nginx in front of the same upstream, on one machine over loopback. "+
+		"Generated by `make bench` (`bench/run.sh`); every number below is from the run described here, "+
+		"so rerun it on your own hardware before relying on it.\n\n")
+	fmt.Fprintf(w, "## Machine and run\n\n")
+	for _, l := range meta {
+		k, v, _ := strings.Cut(l, ": ")
+		fmt.Fprintf(w, "- **%s**: %s\n", k, v)
+	}
+	fmt.Fprintf(w, "\n## Throughput\n\n")
+	fmt.Fprintf(w, "Medians of %d rounds. Each ratio is taken against Nginx in the same round (same case, "+
+		"minutes apart at most), then the median of those ratios is shown, so slow drift of a shared machine "+
+		"cancels out. For req/s higher is better, for latency lower is better. Latency here is wrk's: closed loop, "+
+		"%s connections kept busy, so it is mostly queueing at saturation; see the fixed-rate table for latency "+
+		"at a realistic load.\n\n", r.rounds, get("Connections"))
+	table(w, true, throughputHead, r.throughputRows())
+	fmt.Fprintf(w, "\n## Fixed rate: latency at %s\n\n", get("Fixed rate"))
+	fmt.Fprintf(w, "`bench/cmd/rate` sends unique signed deliveries open loop at a fixed rate and measures each "+
+		"request from the moment it was *scheduled* to be sent, so a stall is charged to every request it delayed "+
+		"(no coordinated omission). Medians of the per-round values; \"p99 added\" is the target's p99 minus "+
+		"direct's p99 in the same round, and the last column compares that with Nginx's.\n\n")
+	table(w, true, rateHead, r.rateRows())
+	fmt.Fprintf(w, "\n## Memory per finished key\n\n")
+	fmt.Fprintf(w, "%s. Measured by `bench/cmd/memkey`, which fills `store.NewMemory` directly with finished keys "+
+		"(route-scoped UUID-shaped keys, a distinct SHA-256 fingerprint each, `application/json`, 100-byte bodies), "+
+		"and reads the live heap after a full GC (`runtime.MemStats.HeapAlloc`) before and after; it counts the store "+
+		"alone, not the gateway's bounded 10 s window of recent outcomes (`dedupe.cache_size`).\n\n", r.memLine())
+	fmt.Fprintf(w, "## Targets\n\n")
+	table(w, true, []string{"target", "got", "want", "verdict"}, r.checkRows())
+	for _, s := range r.warnings {
+		fmt.Fprintf(w, "\nWarning: %s\n", s)
+	}
+	for _, s := range r.errors {
+		fmt.Fprintf(w, "\n**Error**: %s\n", s)
+	}
+	fmt.Fprintf(w, "\n## CPU\n\n")
+	fmt.Fprintf(w, "CPU time of each process over the throughput run (from `/proc/PID/stat`), in percent of one core; "+
+		"\"machine busy\" is the whole machine's share of all its cores (from `/proc/stat`), and \"other tenants\" is what "+
+		"the machine's busy time leaves after the bench's own processes: CPU that other work on the machine took during the run. "+
+		"\"proxy CPU per request\" is the proxy's CPU time divided by the requests it served: unlike req/s it hardly depends "+
+		"on how the cores were shared, so it is the steadier comparison on a busy machine. "+
+		"wrk's figure includes loading the request file.\n\n")
+	table(w, true, cpuHead, r.cpuRows())
+	fmt.Fprintf(w, "\n## Reading the results\n\n%s\n", reading)
+	fmt.Fprintf(w, "\n## Method\n\n%s\n", method(get, r))
+	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                      # the full run; writes this file\nBENCH_QUICK=1 bench/run.sh      # smoke run: 1 round of 2 s; writes no file unless BENCH_DOC=PATH\nROUNDS=5 DURATION=10 CONNECTIONS=128 bench/run.sh   # knobs\n```\n\n"+
+		"`bench/run.sh` installs what is missing (`wrk`, `nginx-light`, `redis-server`) with `scripts/ensure-pkg.sh`, "+
+		"builds clawgate and the tools in `bench/cmd/` into a temp dir, starts its own upstream, Nginx (its own config, "+
+		"pid file, logs and temp paths; never the system's) and `redis-server` on ephemeral loopback ports, and stops "+
+		"them all when it exits. Every load run has a fixed duration and targets 127.0.0.1 only.\n")
+}
+
+const reading = `Everything runs on one machine: wrk, the proxy under test, the upstream and Redis share the same cores, so
+a run is a contest for CPU. With few cores the throughput of a target is set by how much CPU each request costs
+all those processes together, not by a limit inside the proxy: the CPU table shows each one's share, and "proxy CPU
+per request" is the figure to compare across targets (and across machines). The direct row is the ceiling of this
+machine for the upstream and wrk alone. Latency in the throughput table is measured at saturation (every connection
+always busy), so it is queueing; the fixed-rate table is the one that says what a proxy adds to a request at a
+normal load.`
+
+func method(get func(string) string, r *report) string {
+	var b strings.Builder
+	lb := math.NaN()
+	if row := r.rows["unique"]["clawgate-memory"]; row != nil {
+		lb = row.logBytes
+	}
+	logNote := "clawgate's access log (one JSON line per request, on stderr) goes to a file in the temp dir, as users run it"
+	if !math.IsNaN(lb) && lb > 0 {
+		logNote += fmt.Sprintf(" (%.0f bytes per request: a formatted line and one write(2) each)", lb)
+	}
+	fmt.Fprintf(&b, `- **Upstream**: bench/cmd/upstream, a fasthttp server answering 200 with {"ok":true} and logging nothing, so it is never the bottleneck. Every target reaches this same process.
+- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *clawgate* on the memory store; (d) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run). clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency.key: [\"header:Idempotency-Key\"]`"+`, every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s; Nginx's access log does the same.
+- **Deliveries**: bench/cmd/presign signs %s deliveries up front: 1 KiB JSON bodies carrying a distinct 36-byte UUID-shaped key, each with its own X-Signature. The file stores the body template once and one "key signature" line per delivery (%s). bench/wrk/deliveries.lua loads it into each wrk thread and rebuilds each request with `+"`wrk.format`"+`; thread t takes deliveries t, t+T, t+2T… so threads never share a key.
+- **Cases**: *unique*: every request a new key, so clawgate verifies, claims, forwards and stores each one. clawgate is restarted (fresh memory store; Redis flushed) before every run, so a key can only repeat if a run outlasts the file: the Lua script counts that ("wrapped") and the report fails the run for clawgate. *duplicates*: one key, primed with a single delivery before the run, then replayed from the local window by every request. *mix*: every 5th request (20 %%) repeats a key the same wrk thread sent 1,000 to 5,000 requests earlier (finished by then, within the 10 s window); the other 80 %% are new keys. Direct and Nginx get exactly the same requests and simply forward them.
+- **Load**: %s, %s connections over %s threads, %s per run, no warm-up beyond clawgate's start; req/s and p50/p99 come from wrk's own counters via the script's done(). Any answer with status >= 400 or socket error fails the run (401 = signing broken, 409 = a key still in flight, 422 = key reused). Rounds: %s; in each round the cases run in turn and the target order rotates by one per round, so no target is always first after an idle pause.
+- **Fixed rate**: bench/cmd/rate, %s for %s per target (first second not recorded), up to 64 connections, unique keys, %s round(s); clawgate restarted before each.
+- **Noise**: the machine is shared. The load average at the start and end of the run is listed above; the CPU table shows how busy the machine was during each run.
+`, get("nginx"), get("redis"), logNote, get("Deliveries"), get("Request file"), get("wrk"), get("Connections"), get("Threads"), get("Duration"), get("Rounds"), get("Fixed rate"), get("Fixed-rate duration"), get("Fixed-rate rounds"))
+	return b.String()
+}
+
+func fatalf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", a...)
+	os.Exit(1)
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func parse(lines string) []rec {
+	var out []rec
+	for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+		r := rec{}
+		for _, kv := range strings.Fields(l) {
+			k, v, _ := strings.Cut(kv, "=")
+			r[k] = v
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestMedian(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Error(m)
+	}
+	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
+		t.Error(m)
+	}
+	if m := median([]float64{math.NaN(), 5}); m != 5 {
+		t.Error(m)
+	}
+	if m := median(nil); !math.IsNaN(m) {
+		t.Error(m)
+	}
+}
+
+// Ratios are taken per round against nginx, then the median of them.
+func TestRatiosPerRound(t *testing.T) {
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=nginx rps=100 p50_us=1000 p99_us=2000 requests=1 cpu_proxy=50
+kind=wrk round=1 case=unique target=clawgate-memory rps=80 p50_us=2000 p99_us=4000 requests=1 cpu_proxy=80
+kind=wrk round=2 case=unique target=nginx rps=50 p50_us=1000 p99_us=2000 requests=1 cpu_proxy=50
+kind=wrk round=2 case=unique target=clawgate-memory rps=30 p50_us=2000 p99_us=4000 requests=1 cpu_proxy=80
+kind=wrk round=3 case=unique target=nginx rps=200 p50_us=1000 p99_us=2000 requests=1 cpu_proxy=50
+kind=wrk round=3 case=unique target=clawgate-memory rps=150 p50_us=2000 p99_us=4000 requests=1 cpu_proxy=80
+kind=rate round=1 target=direct p99_us=1000 p50_us=500
+kind=rate round=1 target=nginx p99_us=1200 p50_us=600
+kind=rate round=1 target=clawgate-memory p99_us=2500 p50_us=700
+kind=memkey heap_beyond_body=292 body=100
+`))
+	row := r.rows["unique"]["clawgate-memory"]
+	// per-round ratios 0.8, 0.6, 0.75: median 0.75 (not 80/100 from medians)
+	if row.rpsX != 0.75 || row.rps != 80 {
+		t.Fatalf("rps %v ratio %v", row.rps, row.rpsX)
+	}
+	if rr := r.rate["clawgate-memory"]; rr.added != 1500 || rr.vsNginx != 1300 {
+		t.Fatalf("rate row %+v", rr)
+	}
+	verdict := map[string]string{}
+	for _, c := range r.checks {
+		verdict[c.name] = c.verdict()
+	}
+	if v := verdict["unique, clawgate (memory) req/s / nginx"]; v != "met" {
+		t.Error("unique memory:", v)
+	}
+	if v := verdict["fixed rate, p99 added by clawgate (memory) minus nginx's"]; v != "MISSED" {
+		t.Error("fixed rate:", v)
+	}
+	if v := verdict["memory store, bytes per finished key beyond the body"]; v != "met" {
+		t.Error("memory:", v)
+	}
+	if v := verdict["unique, clawgate (redis) req/s / nginx"]; v != "not measured" {
+		t.Error("redis:", v)
+	}
+	if len(r.errors) != 0 {
+		t.Error(r.errors)
+	}
+}
+
+func TestErrorsAndWraps(t *testing.T) {
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=clawgate-redis rps=1 requests=5 status_err=3 statuses=503:3
+kind=wrk round=1 case=unique target=clawgate-memory rps=1 requests=5 wrapped=10
+kind=wrk round=1 case=unique target=direct rps=1 requests=5 wrapped=10
+kind=wrk round=1 case=unique target=nginx rps=1 requests=5 read_err=2
+kind=rate round=1 target=nginx non2xx=1 errors=0
+`))
+	if len(r.errors) != 4 || len(r.warnings) != 1 {
+		t.Fatalf("errors %q warnings %q", r.errors, r.warnings)
+	}
+	if !strings.Contains(r.errors[0], "503:3") {
+		t.Error(r.errors[0])
+	}
+}

@@ -1,0 +1,487 @@
+#!/usr/bin/env bash
+# bench/run.sh: clawgate next to Nginx in front of the same upstream, on
+# loopback; prints the tables and writes docs/benchmarks.md. `make bench`.
+#
+# Targets: direct to the upstream, Nginx (plain proxy_pass, upstream
+# keep-alive, worker_processes auto), clawgate on the memory store, clawgate
+# on Redis. Cases: unique signed deliveries, pure duplicates, an 80/20 mix;
+# then a fixed-rate latency case and the memory store's bytes per key.
+# Method and results: docs/benchmarks.md.
+#
+# Knobs (environment):
+#   ROUNDS=3          rounds of every case x target (medians are reported)
+#   DURATION=7        seconds per wrk run
+#   CONNECTIONS=64    wrk connections;  THREADS=2  wrk threads
+#   RATE=2000         fixed-rate requests/s; RATE_DURATION=8 s per target
+#   RATE_ROUNDS=$ROUNDS   (0: skip the fixed-rate case)
+#   MEMKEY_KEYS=1000000   finished keys for the memory measurement (0: skip)
+#   BENCH_KEYS        pre-signed deliveries (default 100,000 x DURATION, at
+#                     least 200,000): more than any target sends in one run
+#   BENCH_LOGS=file   clawgate's and Nginx's access logs to files in the temp
+#                     dir (as run in production); "null": clawgate to
+#                     /dev/null and Nginx's access_log off
+#   BENCH_CASES="unique dup mix"
+#   BENCH_TARGETS="direct nginx clawgate-memory clawgate-redis"
+#   BENCH_DOC         markdown output (default docs/benchmarks.md; none in
+#                     quick mode); BENCH_RESULTS=FILE keeps the raw lines
+#   BENCH_QUICK=1     smoke run: 1 round of 2 s, 3 s fixed rate, 100k keys
+#   BENCH_KEEP=1      keep the temp dir (configs, logs) for inspection
+#   BENCH_NICE=N      run the whole bench at niceness N (e.g. -10, as root) so
+#                     other work on a shared machine disturbs it less; it takes
+#                     CPU from that work, so it is off by default
+#
+# Exit status: 0 when every run answered 2xx with no socket error, 1
+# otherwise (the tables are still printed). A target missed is reported,
+# not an error. Everything listens on 127.0.0.1 and every load run stops by
+# itself after its duration.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CALLER_PWD=$PWD
+cd "$ROOT"
+START_TIME=$EPOCHREALTIME
+
+if [[ ${BENCH_QUICK:-0} == 1 ]]; then
+	: "${ROUNDS:=1}" "${DURATION:=2}" "${RATE_DURATION:=3}" "${RATE_ROUNDS:=1}" "${MEMKEY_KEYS:=100000}"
+	: "${BENCH_DOC=}"
+fi
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-7}
+CONNECTIONS=${CONNECTIONS:-64}
+THREADS=${THREADS:-2}
+RATE=${RATE:-2000}
+RATE_DURATION=${RATE_DURATION:-8}
+RATE_ROUNDS=${RATE_ROUNDS:-$ROUNDS}
+MEMKEY_KEYS=${MEMKEY_KEYS:-1000000}
+BENCH_LOGS=${BENCH_LOGS:-file}
+BENCH_CASES=${BENCH_CASES:-unique dup mix}
+BENCH_TARGETS=${BENCH_TARGETS:-direct nginx clawgate-memory clawgate-redis}
+BENCH_DOC=${BENCH_DOC-$ROOT/docs/benchmarks.md}
+# Paths given by the caller are relative to where run.sh was started.
+[[ -n $BENCH_DOC && $BENCH_DOC != /* ]] && BENCH_DOC=$CALLER_PWD/$BENCH_DOC
+[[ -n ${BENCH_RESULTS:-} && $BENCH_RESULTS != /* ]] && BENCH_RESULTS=$CALLER_PWD/$BENCH_RESULTS
+
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() {
+	log "FATAL: $*"
+	exit 1
+}
+
+for v in ROUNDS DURATION CONNECTIONS THREADS RATE RATE_DURATION; do
+	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v=${!v} must be a positive integer"
+done
+[[ $RATE_ROUNDS =~ ^[0-9]+$ ]] || die "RATE_ROUNDS=$RATE_ROUNDS must be an integer (0: no fixed-rate case)"
+[[ $MEMKEY_KEYS =~ ^[0-9]+$ ]] || die "MEMKEY_KEYS=$MEMKEY_KEYS must be an integer (0: no memory measurement)"
+((CONNECTIONS >= THREADS)) || die "CONNECTIONS ($CONNECTIONS) must be at least THREADS ($THREADS)"
+((RATE_DURATION >= 2)) || die "RATE_DURATION must be at least 2 (the first second is warm-up)"
+min_keys=$((DURATION * 100000 > 200000 ? DURATION * 100000 : 200000))
+BENCH_KEYS=${BENCH_KEYS:-$min_keys}
+[[ $BENCH_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_KEYS=$BENCH_KEYS must be a positive integer"
+((RATE * RATE_DURATION < BENCH_KEYS)) || die "RATE x RATE_DURATION needs more than BENCH_KEYS=$BENCH_KEYS deliveries"
+case $BENCH_LOGS in file | null) ;; *) die "BENCH_LOGS=$BENCH_LOGS: file or null" ;; esac
+for c in $BENCH_CASES; do case $c in unique | dup | mix) ;; *) die "unknown case $c in BENCH_CASES" ;; esac; done
+read -r -a TARGETS <<<"$BENCH_TARGETS"
+for t in "${TARGETS[@]}"; do
+	case $t in direct | nginx | clawgate-memory | clawgate-redis) ;; *) die "unknown target $t in BENCH_TARGETS" ;; esac
+done
+
+if [[ -n ${BENCH_NICE:-} ]]; then
+	[[ $BENCH_NICE =~ ^-?[0-9]+$ ]] || die "BENCH_NICE=$BENCH_NICE must be an integer"
+	renice -n "$BENCH_NICE" -p $$ >/dev/null || die "renice -n $BENCH_NICE failed (negative values need root)"
+fi
+
+# --- tools -----------------------------------------------------------------
+
+scripts/ensure-pkg.sh wrk wrk nginx nginx-light redis-server redis-server
+command -v go >/dev/null || die "go is not on PATH"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/clawgate-bench.XXXXXX")
+BIN=$TMP/bin
+RESULTS=$TMP/results.txt
+META=$TMP/meta.txt
+: >"$RESULTS"
+
+# Processes this script started, stopped by pid at exit.
+PIDS=()
+forget_pid() {
+	local keep=() p
+	for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+	PIDS=("${keep[@]+"${keep[@]}"}")
+}
+stop_pid() {
+	local pid=$1 i state=""
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 100; i++)); do
+		[[ -r /proc/$pid/stat ]] || break
+		state=$(</proc/"$pid"/stat)
+		state=${state##*) }
+		[[ ${state:0:1} == Z ]] && break
+		sleep 0.05
+	done
+	if [[ -r /proc/$pid/stat && ${state:0:1} != Z ]]; then
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+	forget_pid "$pid"
+}
+cleanup() {
+	local rc=$? p
+	for p in "${PIDS[@]+"${PIDS[@]}"}"; do stop_pid "$p"; done
+	if [[ ${BENCH_KEEP:-0} == 1 ]]; then
+		log "kept $TMP"
+	else
+		rm -rf "$TMP"
+	fi
+	return $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log "building clawgate and the bench tools into $TMP"
+go build -o "$TMP/clawgate" ./cmd/clawgate || die "go build ./cmd/clawgate failed"
+mkdir -p "$BIN"
+go build -o "$BIN/" ./bench/cmd/... || die "go build ./bench/cmd/... failed"
+
+# wait_port PORT PID: until 127.0.0.1:PORT accepts, while PID lives.
+wait_port() {
+	local port=$1 pid=$2 i
+	for ((i = 0; i < 200; i++)); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# --- CPU accounting from /proc ---------------------------------------------
+
+CLK_TCK=$(getconf CLK_TCK)
+# ticks PID...: utime+stime of the live ones, in clock ticks.
+ticks() {
+	local sum=0 pid s a
+	for pid in "$@"; do
+		s=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+		s=${s##*) }
+		read -r -a a <<<"$s"
+		sum=$((sum + a[11] + a[12]))
+	done
+	echo "$sum"
+}
+# child_ticks: sets CHILD_TICKS to cutime+cstime of this shell (the CPU of
+# the children it has reaped: wrk's when taken around it). Call it directly,
+# not in $(...), which would read the subshell's.
+child_ticks() {
+	local me=$BASHPID s a
+	read -r s <"/proc/$me/stat"
+	s=${s##*) }
+	read -r -a a <<<"$s"
+	CHILD_TICKS=$((a[13] + a[14]))
+}
+# machine: "busy total" jiffies of all CPUs.
+machine() {
+	local _c u n s idle iow irq sirq steal
+	read -r _c u n s idle iow irq sirq steal _ </proc/stat
+	echo "$((u + n + s + irq + sirq + steal)) $((u + n + s + idle + iow + irq + sirq + steal))"
+}
+children_of() {
+	local f s a
+	for f in /proc/[0-9]*/stat; do
+		s=$(cat "$f" 2>/dev/null) || continue
+		s=${s##*) }
+		read -r -a a <<<"$s"
+		[[ ${a[1]} == "$1" ]] && { f=${f#/proc/}; echo "${f%/stat}"; }
+	done
+	return 0
+}
+
+# --- request file ----------------------------------------------------------
+
+export CLAWGATE_BENCH_SECRET="bench-secret-$RANDOM$RANDOM"
+REQ=$TMP/requests.txt
+log "pre-signing $BENCH_KEYS deliveries (1 KiB bodies)"
+"$BIN/presign" -n "$BENCH_KEYS" -out "$REQ" -secret-env CLAWGATE_BENCH_SECRET
+PREFLIGHT_INDEX=$((BENCH_KEYS - 1)) # never reached by a run that does not wrap
+
+# --- upstream, nginx, redis ------------------------------------------------
+
+mapfile -t ports < <("$BIN/freeport" -n 4)
+((${#ports[@]} == 4)) || die "freeport failed"
+NGINX_PORT=${ports[0]} REDIS_PORT=${ports[1]} CG_PORT=${ports[2]} CG_ADMIN_PORT=${ports[3]}
+
+"$BIN/upstream" -listen 127.0.0.1:0 -addr-file "$TMP/upstream.addr" >"$TMP/upstream.log" 2>&1 &
+UP_PID=$!
+PIDS+=("$UP_PID")
+for ((i = 0; i < 100; i++)); do [[ -s $TMP/upstream.addr ]] && break; sleep 0.05; done
+UP_ADDR=$(<"$TMP/upstream.addr") || die "upstream did not start: $(cat "$TMP/upstream.log")"
+wait_port "${UP_ADDR##*:}" "$UP_PID" || die "upstream did not start"
+
+NGINX_PIDS=()
+if [[ " ${TARGETS[*]} " == *" nginx "* ]]; then
+	ND=$TMP/nginx
+	mkdir -p "$ND"
+	user_line=""
+	[[ $(id -u) == 0 ]] && user_line="user $(id -un) $(id -gn);" # else nginx wants the user "nobody"
+	access_log="$ND/access.log"
+	[[ $BENCH_LOGS == null ]] && access_log=off
+	sed -e "s|@DIR@|$ND|g" -e "s|@USER@|$user_line|" -e "s|@ACCESS_LOG@|$access_log|" \
+		-e "s|@UPSTREAM@|$UP_ADDR|" -e "s|@LISTEN@|127.0.0.1:$NGINX_PORT|" \
+		bench/nginx.conf.tmpl >"$ND/nginx.conf"
+	nginx -t -q -p "$ND" -c "$ND/nginx.conf" -e "$ND/error.log" || die "nginx -t failed: $(cat "$ND/error.log")"
+	nginx -p "$ND" -c "$ND/nginx.conf" -e "$ND/error.log" >"$ND/stdout.log" 2>&1 &
+	NGINX_MASTER=$!
+	PIDS+=("$NGINX_MASTER")
+	wait_port "$NGINX_PORT" "$NGINX_MASTER" || die "nginx did not start: $(cat "$ND/error.log")"
+	for ((i = 0; i < 40; i++)); do
+		mapfile -t workers < <(children_of "$NGINX_MASTER")
+		((${#workers[@]} >= $(nproc))) && break
+		sleep 0.05
+	done
+	NGINX_PIDS=("$NGINX_MASTER" "${workers[@]}")
+fi
+
+REDIS_PID=""
+if [[ " ${TARGETS[*]} " == *" clawgate-redis "* ]]; then
+	mkdir -p "$TMP/redis"
+	redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+		--dir "$TMP/redis" --logfile "$TMP/redis/redis.log" --daemonize no &
+	REDIS_PID=$!
+	PIDS+=("$REDIS_PID")
+	wait_port "$REDIS_PORT" "$REDIS_PID" || die "redis-server did not start: $(cat "$TMP/redis/redis.log")"
+fi
+redis_flush() {
+	local fd reply=""
+	exec {fd}<>"/dev/tcp/127.0.0.1/$REDIS_PORT" || return 1
+	printf '*1\r\n$8\r\nFLUSHALL\r\n' >&"$fd"
+	IFS= read -r -t 10 reply <&"$fd" || true
+	exec {fd}>&-
+	[[ $reply == +OK* ]]
+}
+
+# --- clawgate --------------------------------------------------------------
+
+write_config() { # memory|redis
+	local store="backend: memory"
+	[[ $1 == redis ]] && store="backend: redis
+  redis:
+    addrs: [\"127.0.0.1:$REDIS_PORT\"]"
+	cat >"$TMP/clawgate-$1.yaml" <<EOF
+# Written by bench/run.sh; everything not shown is at its default.
+listen: "127.0.0.1:$CG_PORT"
+admin:
+  listen: "127.0.0.1:$CG_ADMIN_PORT"
+store:
+  $store
+routes:
+  - name: bench
+    match: { path: /webhook/bench, methods: [POST] }
+    upstream: http://$UP_ADDR
+    dedupe: { mode: enforce }
+    idempotency:
+      required: true
+      key: ["header:Idempotency-Key"]
+    verify:
+      scheme: hmac
+      header: X-Signature
+      algorithm: sha256
+      encoding: hex
+      prefix: "sha256="
+      secrets:
+        - { id: k1, secret_env: CLAWGATE_BENCH_SECRET }
+EOF
+	"$TMP/clawgate" check -config "$TMP/clawgate-$1.yaml" >"$TMP/check.out" 2>&1 ||
+		die "clawgate check rejected $TMP/clawgate-$1.yaml: $(cat "$TMP/check.out")"
+}
+write_config memory
+write_config redis
+
+CG_PID=""
+CG_LOG=$TMP/clawgate.log
+[[ $BENCH_LOGS == null ]] && CG_LOG=/dev/null
+start_clawgate() { # memory|redis
+	"$TMP/clawgate" serve -config "$TMP/clawgate-$1.yaml" -grace 2s 2>"$CG_LOG" &
+	CG_PID=$!
+	PIDS+=("$CG_PID")
+	wait_port "$CG_PORT" "$CG_PID" || die "clawgate did not start: $(tail -n 5 "$CG_LOG")"
+}
+stop_clawgate() {
+	if [[ -n $CG_PID ]]; then
+		stop_pid "$CG_PID"
+		CG_PID=""
+	fi
+}
+
+# setup_target TARGET: fresh state for one run; sets URL, PROXY_PIDS, LOGFILE.
+setup_target() {
+	stop_clawgate
+	PROXY_PIDS=()
+	LOGFILE=""
+	case $1 in
+	direct) URL=http://$UP_ADDR ;;
+	nginx)
+		URL=http://127.0.0.1:$NGINX_PORT
+		PROXY_PIDS=("${NGINX_PIDS[@]}")
+		[[ $BENCH_LOGS == file ]] && { LOGFILE=$ND/access.log; : >"$LOGFILE"; }
+		;;
+	clawgate-memory | clawgate-redis)
+		if [[ $1 == clawgate-redis ]]; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
+		start_clawgate "${1#clawgate-}"
+		URL=http://127.0.0.1:$CG_PORT
+		PROXY_PIDS=("$CG_PID")
+		[[ $BENCH_LOGS == file ]] && LOGFILE=$CG_LOG
+		;;
+	esac
+}
+
+preflight() { # INDEX
+	"$BIN/rate" -url "$URL" -requests "$REQ" -once -index "$1" >"$TMP/preflight.out" 2>&1 ||
+		die "pre-flight request to $TARGET failed ($URL): $(cat "$TMP/preflight.out")"
+}
+
+size_of() { if [[ -n $1 && -f $1 ]]; then stat -c %s "$1"; else echo 0; fi; }
+
+# --- one wrk run -----------------------------------------------------------
+
+run_wrk() { # ROUND CASE TARGET
+	local round=$1 case=$2 TARGET=$3 line
+	setup_target "$TARGET"
+	if [[ $case == dup ]]; then preflight 0; else preflight "$PREFLIGHT_INDEX"; fi
+	local log0 px0 up0 rd0 ch0 m0 px1 up1 rd1 ch1 m1 t0 t1
+	log0=$(size_of "$LOGFILE")
+	px0=$(ticks "${PROXY_PIDS[@]+"${PROXY_PIDS[@]}"}")
+	up0=$(ticks "$UP_PID")
+	rd0=$(ticks $REDIS_PID)
+	m0=$(machine)
+	child_ticks
+	ch0=$CHILD_TICKS
+	t0=$EPOCHREALTIME
+	timeout -k 5 $((DURATION + 120)) wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 5s \
+		-s "$ROOT/bench/wrk/deliveries.lua" "$URL/" -- "$REQ" "$case" "$THREADS" >"$TMP/wrk.out" 2>&1 ||
+		die "wrk failed on $TARGET: $(cat "$TMP/wrk.out")"
+	t1=$EPOCHREALTIME
+	child_ticks
+	ch1=$CHILD_TICKS
+	px1=$(ticks "${PROXY_PIDS[@]+"${PROXY_PIDS[@]}"}")
+	up1=$(ticks "$UP_PID")
+	rd1=$(ticks $REDIS_PID)
+	m1=$(machine)
+	line=$(grep '^BENCH ' "$TMP/wrk.out") || die "wrk printed no result for $TARGET: $(cat "$TMP/wrk.out")"
+	line=${line#BENCH }
+	local dur req log1
+	dur=$(sed -n 's/.*duration_us=\([0-9]*\).*/\1/p' <<<"$line")
+	req=$(sed -n 's/^requests=\([0-9]*\).*/\1/p' <<<"$line")
+	log1=$(size_of "$LOGFILE")
+	# CPU in percent of one core over wrk's measured duration; the machine's
+	# busy share over the whole wrk invocation (its file loading included);
+	# "others": the machine's busy cores minus ours, i.e. other tenants.
+	local cpu
+	cpu=$(awk -v hz="$CLK_TCK" -v d="$dur" -v px=$((px1 - px0)) -v up=$((up1 - up0)) -v rd=$((rd1 - rd0)) \
+		-v ch=$((ch1 - ch0)) -v m0="$m0" -v m1="$m1" -v lb=$((log1 - log0)) -v req="$req" \
+		-v ncpu="$(nproc)" -v t0="$t0" -v t1="$t1" 'BEGIN {
+		s = d / 1e6; w = t1 - t0; split(m0, a, " "); split(m1, b, " ")
+		busy = (b[2] > a[2]) ? 100 * (b[1] - a[1]) / (b[2] - a[2]) : 0
+		others = busy * ncpu - 100 * (px + up + rd + ch) / hz / w
+		printf "cpu_proxy=%.0f cpu_upstream=%.0f cpu_redis=%.0f cpu_wrk=%.0f cpu_machine=%.0f cpu_others=%.0f wall_ms=%.0f log_bytes_per_req=%.0f",
+			100*px/hz/s, 100*up/hz/s, 100*rd/hz/s, 100*ch/hz/s, busy, (others > 0 ? others : 0), 1000*w, (req > 0 ? lb/req : 0) }')
+	# Which statuses, when some failed: from the access log of the run.
+	local statuses=""
+	if [[ $line != *" status_err=0 "* && -n $LOGFILE && -s $LOGFILE ]]; then
+		if [[ $TARGET == nginx ]]; then
+			statuses=$(tail -c +$((log0 + 1)) "$LOGFILE" | awk '$9 !~ /^2/ { n[$9]++ } END { for (s in n) printf "%s%s:%d", (i++ ? "," : ""), s, n[s] }')
+		else
+			statuses=$(tail -c +$((log0 + 1)) "$LOGFILE" | grep -o '"status":[0-9]*' | cut -d: -f2 |
+				awk '$1 !~ /^2/ { n[$1]++ } END { for (s in n) printf "%s%s:%d", (i++ ? "," : ""), s, n[s] }')
+		fi
+	fi
+	echo "kind=wrk round=$round case=$case target=$TARGET $line $cpu${statuses:+ statuses=$statuses}" >>"$RESULTS"
+	awk -v r="$round/$ROUNDS" -v c="$case" -v t="$TARGET" '{
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		printf "[bench] round %s  %-6s  %-15s  %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  >=400: %s  cpu: proxy %s%% others %s%%\n",
+			r, c, t, v["rps"], v["p50_us"]/1000, v["p99_us"]/1000, v["status_err"], v["cpu_proxy"], v["cpu_others"] }' <<<"$line $cpu" >&2
+	[[ -n $LOGFILE && $LOGFILE != "$CG_LOG" ]] && : >"$LOGFILE"
+	return 0
+}
+
+run_rate() { # ROUND TARGET
+	local round=$1 TARGET=$2 line
+	setup_target "$TARGET"
+	preflight "$PREFLIGHT_INDEX"
+	timeout -k 5 $((RATE_DURATION + 60)) "$BIN/rate" -url "$URL" -requests "$REQ" -rate "$RATE" \
+		-duration "${RATE_DURATION}s" -warmup 1s -conns 64 >"$TMP/rate.out" 2>&1 ||
+		die "rate failed on $TARGET: $(cat "$TMP/rate.out")"
+	line=$(grep '^RATE ' "$TMP/rate.out") || die "rate printed no result for $TARGET: $(cat "$TMP/rate.out")"
+	line=${line#RATE }
+	echo "kind=rate round=$round target=$TARGET $line" >>"$RESULTS"
+	awk -v r="$round/$RATE_ROUNDS" -v t="$TARGET" '{
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		printf "[bench] fixed rate %s  %-15s  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  non-2xx %s  errors %s\n",
+			r, t, v["p50_us"]/1000, v["p99_us"]/1000, v["p999_us"]/1000, v["non2xx"], v["errors"] }' <<<"$line" >&2
+}
+
+# --- the runs ----------------------------------------------------------------
+
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+nc=$(wc -w <<<"$BENCH_CASES")
+est=$((ROUNDS * nc * ${#TARGETS[@]} * (DURATION + 2) + RATE_ROUNDS * ${#TARGETS[@]} * (RATE_DURATION + 2)))
+log "running: $ROUNDS round(s) x $nc case(s) x ${#TARGETS[@]} target(s) x ${DURATION}s, then fixed rate $RATE/s; about $((est / 60))m$((est % 60))s"
+log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, redis :$REDIS_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
+
+for ((r = 1; r <= ROUNDS; r++)); do
+	for c in $BENCH_CASES; do
+		n=${#TARGETS[@]}
+		for ((k = 0; k < n; k++)); do
+			run_wrk "$r" "$c" "${TARGETS[$(((k + r - 1) % n))]}"
+		done
+	done
+done
+for ((r = 1; r <= RATE_ROUNDS; r++)); do
+	n=${#TARGETS[@]}
+	for ((k = 0; k < n; k++)); do
+		run_rate "$r" "${TARGETS[$(((k + r - 1) % n))]}"
+	done
+done
+stop_clawgate
+
+if ((MEMKEY_KEYS > 0)); then
+	log "memory store: $MEMKEY_KEYS finished keys with 100-byte bodies"
+	line=$(timeout 600 "$BIN/memkey" -keys "$MEMKEY_KEYS" -body 100) || die "memkey failed"
+	echo "kind=memkey ${line#MEMKEY }" >>"$RESULTS"
+fi
+
+# --- report ------------------------------------------------------------------
+
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+wall=$(awk -v a="$START_TIME" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
+mem_kib=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
+cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+{
+	echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "CPU: ${cpu_model:-unknown} ($(nproc) CPUs online, nproc)"
+	echo "Memory: $((mem_kib / 1024)) MiB"
+	echo "Kernel: $(uname -sr)"
+	echo "Go: $(go version | cut -d' ' -f3-)"
+	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //') ($(dpkg-query -W -f='${binary:Package} ${Version}' nginx-light 2>/dev/null || echo package unknown))"
+	echo "redis: $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /')"
+	echo "wrk: $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
+	echo "clawgate: $(git describe --always --dirty 2>/dev/null || echo unknown) (go build ./cmd/clawgate)"
+	echo "Rounds: $ROUNDS"
+	echo "Duration: $DURATION s"
+	echo "Connections: $CONNECTIONS"
+	echo "Threads: $THREADS"
+	echo "Deliveries: $BENCH_KEYS"
+	echo "Request file: $(($(stat -c %s "$REQ") / 1048576)) MiB for $BENCH_KEYS deliveries"
+	echo "Fixed rate: $RATE requests/s"
+	echo "Fixed-rate duration: $RATE_DURATION s"
+	echo "Fixed-rate rounds: $RATE_ROUNDS"
+	echo "Access logs: $BENCH_LOGS"
+	echo "Niceness: $(ps -o ni= -p $$ | tr -d ' ')"
+	echo "Load average (1, 5, 15 min) at start: $LOAD_START"
+	echo "Load average at end: $LOAD_END"
+	echo "Wall time of the whole run: $((wall / 60)) min $((wall % 60)) s"
+} >"$META"
+
+[[ -n ${BENCH_RESULTS:-} ]] && cp "$RESULTS" "$BENCH_RESULTS"
+rc=0
+"$BIN/report" -results "$RESULTS" -meta "$META" ${BENCH_DOC:+-doc "$BENCH_DOC"} || rc=$?
+log "done in $((wall / 60))m$((wall % 60))s"
+exit $rc
