@@ -18,6 +18,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/logging"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
@@ -28,6 +29,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 	fs := newFlags("serve", stderr)
 	path := configFlag(fs)
 	grace := fs.Duration("grace", 25*time.Second, "how long `duration` requests in flight may take to finish at shutdown")
+	var level slog.Level
+	fs.TextVar(&level, "log-level", slog.LevelInfo, "lowest `level` logged: debug, info (one access line per delivery), warn, error")
+	flush := fs.Duration("log-flush", 100*time.Millisecond, "log lines are written in batches at least this often (`interval`); 0 writes each line at once")
 	if code := parseFlags(fs, args, 0); code >= 0 {
 		return code
 	}
@@ -36,7 +40,13 @@ func cmdServe(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	var out io.Writer = stderr
+	if *flush > 0 {
+		bw := logging.NewBuffered(stderr, *flush, 64<<10)
+		defer bw.Close()
+		out = bw
+	}
+	log := slog.New(logging.NewHandler(out, level))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
