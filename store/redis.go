@@ -63,6 +63,7 @@ type RedisOptions struct {
 // EVALSHA and loaded on demand.
 type Redis struct {
 	client      redis.UniversalClient
+	batch       *batcher
 	prefix      string
 	timeout     time.Duration
 	attemptsTTL time.Duration // <0: the counter lives only with the lock
@@ -145,7 +146,7 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	if ttl == 0 {
 		ttl = DefaultAttemptsTTL
 	}
-	return &Redis{client: client, prefix: opts.KeyPrefix, timeout: timeout, attemptsTTL: ttl}, nil
+	return &Redis{client: client, batch: newBatcher(client, timeout), prefix: opts.KeyPrefix, timeout: timeout, attemptsTTL: ttl}, nil
 }
 
 // Script replies (all RESP arrays or integers):
@@ -302,7 +303,7 @@ func (r *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time
 	if r.attemptsTTL > 0 {
 		keep = ms(r.attemptsTTL)
 	}
-	res, err := claimScript.Run(ctx, r.client, r.keys(key),
+	res, err := r.batch.run(ctx, claimScript, r.keys(key),
 		token, ms(lockTTL), time.Now().UnixMilli(), fingerprint, keep).Slice()
 	if err != nil {
 		return Claim{}, r.fail("claim", err)
@@ -350,7 +351,7 @@ func (r *Redis) Finish(ctx context.Context, key, token string, out Outcome, rete
 	}
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	n, err := finishScript.Run(ctx, r.client, r.keys(key), token, rec, ms(retention)).Int64()
+	n, err := r.batch.run(ctx, finishScript, r.keys(key), token, rec, ms(retention)).Int64()
 	if err != nil {
 		return r.fail("finish", err)
 	}
@@ -368,7 +369,7 @@ func (r *Redis) Release(ctx context.Context, key, token string) error {
 	if r.attemptsTTL < 0 {
 		drop = "1"
 	}
-	n, err := releaseScript.Run(ctx, r.client, r.keys(key), token, drop).Int64()
+	n, err := r.batch.run(ctx, releaseScript, r.keys(key), token, drop).Int64()
 	if err != nil {
 		return r.fail("release", err)
 	}
@@ -383,7 +384,7 @@ func (r *Redis) Release(ctx context.Context, key, token string) error {
 func (r *Redis) Get(ctx context.Context, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	res, err := inspectScript.Run(ctx, r.client, r.keys(key), "0").Slice()
+	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "0").Slice()
 	if err != nil {
 		return KeyState{}, r.fail("get", err)
 	}
@@ -401,7 +402,7 @@ func (r *Redis) Get(ctx context.Context, key string) (KeyState, error) {
 func (r *Redis) Delete(ctx context.Context, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	res, err := inspectScript.Run(ctx, r.client, r.keys(key), "1").Slice()
+	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "1").Slice()
 	if err != nil {
 		return KeyState{}, r.fail("delete", err)
 	}
@@ -493,6 +494,7 @@ func (r *Redis) Ping(ctx context.Context) error {
 
 // Close implements Store.
 func (r *Redis) Close() error {
+	r.batch.close()
 	return r.client.Close()
 }
 

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clawgate/clawgate/store/redistest"
+)
+
+// concurrentClaims claims n distinct keys at once, so the batcher sends
+// them in pipelines, and checks every caller got its own answer.
+func concurrentClaims(t *testing.T, r *Redis, prefix string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			key := fmt.Sprintf("%s:%d", prefix, i)
+			c, err := r.Claim(context.Background(), key, fpA, time.Minute)
+			if err != nil || c.State != Claimed || c.Attempts != 1 {
+				errs <- fmt.Errorf("claim %s = %+v, %v", key, c, err)
+				return
+			}
+			if err := r.Finish(context.Background(), key, c.Token, outcome(200, key), time.Hour); err != nil {
+				errs <- fmt.Errorf("finish %s: %v", key, err)
+				return
+			}
+			c, err = r.Claim(context.Background(), key, fpA, time.Minute)
+			if err != nil || c.State != Finished || string(c.Outcome.Body) != key {
+				errs <- fmt.Errorf("second claim %s = %+v, %v (a reply went to the wrong caller?)", key, c, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestBatchedScriptsAfterScriptFlush(t *testing.T) {
+	addr := redistest.Start(t)
+	r := newTestRedis(t, RedisOptions{Addrs: []string{addr}})
+	concurrentClaims(t, r, "warm", 50)
+	// A restarted Redis forgets loaded scripts: pipelined EVALSHAs get
+	// NOSCRIPT and each is run again alone, which loads it.
+	if _, err := redistest.Command(addr, "SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	concurrentClaims(t, r, "cold", 300)
+}
+
+func TestBatchedScriptsOnCluster(t *testing.T) {
+	r := newTestRedis(t, RedisOptions{Addrs: redistest.StartCluster(t)})
+	concurrentClaims(t, r, "cl", 300) // keys over many slots and all three nodes
+}
+
+func TestBatcherCallerGivesUp(t *testing.T) {
+	srv := redistest.StartServer(t)
+	r := newTestRedis(t, RedisOptions{Addrs: []string{srv.Addr}, OpTimeout: time.Second})
+	srv.Pause()
+	defer srv.Resume()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Claim(ctx, "k:gone", fpA, time.Minute); err == nil {
+		t.Fatal("a cancelled caller got an answer")
+	}
+}
