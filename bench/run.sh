@@ -482,6 +482,6 @@ cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 
 [[ -n ${BENCH_RESULTS:-} ]] && cp "$RESULTS" "$BENCH_RESULTS"
 rc=0
-"$BIN/report" -results "$RESULTS" -meta "$META" ${BENCH_DOC:+-doc "$BENCH_DOC"} || rc=$?
+"$BIN/report" -results "$RESULTS" -meta "$META" ${BENCH_DOC:+-doc "$BENCH_DOC" -analysis "$ROOT/bench/analysis.md"} || rc=$?
 log "done in $((wall / 60))m$((wall % 60))s"
 exit $rc

@@ -132,6 +132,9 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 
 	// 6. Claim the key in the store, one atomic step.
 	claim, err := g.store.Claim(d.r.Context(), d.scoped, d.fp, d.t.cfg.Dedupe.LockTTL)
+	if err != nil && d.r.Context().Err() != nil {
+		return d.r.Context().Err() // the caller hung up: 499, not a store failure
+	}
 	if err != nil {
 		g.storeError("claim", d, err)
 		if d.t.cfg.Store.OnError == "forward" {

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -268,4 +269,44 @@ func TestFleetOnRedisCluster(t *testing.T) {
 	if f.upCalls.Load() != 20 {
 		t.Fatalf("upstream calls %d, want 20", f.upCalls.Load())
 	}
+}
+
+// scriptCalls is how many scripts Redis ran since the last CONFIG RESETSTAT.
+func scriptCalls(t *testing.T, addr string) int {
+	t.Helper()
+	info, err := redistest.Command(addr, "INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+				var calls int
+				fmt.Sscanf(rest, "calls=%d", &calls)
+				n += calls
+			}
+		}
+	}
+	return n
+}
+
+func TestRedisRoundTripsPerDelivery(t *testing.T) {
+	addr := redistest.Start(t)
+	f := newFleet(t, []string{addr}, 1, "reject", "5s")
+	f.deliver(0, "evt_warm", event) // loads the scripts
+	count := func(what string, want int, deliver func()) {
+		t.Helper()
+		if _, err := redistest.Command(addr, "CONFIG", "RESETSTAT"); err != nil {
+			t.Fatal(err)
+		}
+		deliver()
+		if got := scriptCalls(t, addr); got != want {
+			t.Errorf("%s: %d Redis round trips, want %d", what, got, want)
+		}
+	}
+	count("unique delivery (claim, finish)", 2, func() { f.deliver(0, "evt_rt", event) })
+	count("duplicate inside the window", 0, func() { f.deliver(0, "evt_rt", event) })
+	f.start() // a second instance: its window is empty, as after the window ran out
+	count("duplicate outside the window", 1, func() { f.deliver(1, "evt_rt", event) })
 }

@@ -58,6 +58,7 @@ func main() {
 	results := flag.String("results", "", "result lines `file`")
 	meta := flag.String("meta", "", "machine and settings `file` (Name: value lines)")
 	doc := flag.String("doc", "", "markdown `file` to write (empty: none)")
+	analysis := flag.String("analysis", "", "markdown `file` of hand-written analysis (profiles, what bounds each target) to include in -doc")
 	flag.Parse()
 	recs, err := readRecords(*results)
 	if err != nil {
@@ -82,6 +83,14 @@ func main() {
 	if *doc != "" {
 		var md strings.Builder
 		r.markdown(&md, metaLines)
+		if *analysis != "" {
+			a, err := os.ReadFile(*analysis)
+			if err != nil {
+				fatalf("report: %v", err)
+			}
+			md.WriteString("\n")
+			md.Write(a)
+		}
 		if err := os.WriteFile(*doc, []byte(md.String()), 0o644); err != nil {
 			fatalf("report: %v", err)
 		}
