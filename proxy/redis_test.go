@@ -310,3 +310,23 @@ func TestRedisRoundTripsPerDelivery(t *testing.T) {
 	f.start() // a second instance: its window is empty, as after the window ran out
 	count("duplicate outside the window", 1, func() { f.deliver(1, "evt_rt", event) })
 }
+
+func TestGatewayStartsWhileRedisIsDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	srv.Stop() // Redis is down before the gateway starts
+	f := newFleet(t, []string{srv.Addr}, 1, "reject", "5s")
+	if r := f.deliver(0, "evt_early", event); r.status != 503 || f.upCalls.Load() != 0 {
+		t.Fatalf("with Redis down: %d, upstream %d", r.status, f.upCalls.Load())
+	}
+	srv.Start()
+	var r result
+	for i := 0; i < 50; i++ { // the client reconnects by itself (bounded wait)
+		if r = f.deliver(0, "evt_early", event); r.status == 200 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r.status != 200 || f.upCalls.Load() != 1 {
+		t.Fatalf("after Redis came up: %d, upstream %d", r.status, f.upCalls.Load())
+	}
+}

@@ -239,9 +239,6 @@ func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.
 		})
 	default:
 		log.Info("memory store: idempotency state is kept in this process only and lost on restart")
-		return store.NewMemory(store.MemoryOptions{MaxKeys: memoryMaxKeys, OnEvict: m.StoreEvictions.Inc}), nil
+		return store.NewMemory(store.MemoryOptions{MaxKeys: store.DefaultMaxKeys, OnEvict: m.StoreEvictions.Inc}), nil
 	}
 }
-
-// memoryMaxKeys bounds the memory store's finished keys.
-const memoryMaxKeys = 1_000_000
