@@ -25,6 +25,9 @@ type Gateway interface {
 	Config() *config.Config
 	// Forget drops a "route:key" from the local window of this instance.
 	Forget(scopedKey string)
+	// WindowAttempts is this instance's count of a key's deliveries,
+	// including the replays from its local window.
+	WindowAttempts(scopedKey string) (int64, bool)
 }
 
 // Broadcaster tells the other instances that a "route:key" was reset, so
@@ -131,6 +134,9 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 		return
+	}
+	if n, ok := a.Gateway.WindowAttempts(route + ":" + key); ok && n > st.Attempts {
+		st.Attempts = n
 	}
 	writeJSON(w, http.StatusOK, keyState(route, key, st))
 }

@@ -153,6 +153,12 @@ func TestKeyStateFollowsDeliveries(t *testing.T) {
 	if ks.State != "finished" || ks.Status != 200 || ks.Attempts != 1 || len(ks.Fingerprint) != 64 || ks.FirstSeen == nil || ks.LastSeen == nil {
 		t.Fatalf("finished: %+v", ks)
 	}
+	// Replays from the window count as deliveries too.
+	c.deliver(0, "evt_1")
+	c.deliver(0, "evt_1")
+	if _, ks = c.call(0, "GET", "/admin/keys/orders/evt_1", token); ks.Attempts != 3 {
+		t.Fatalf("after two replays: attempts %d, want 3", ks.Attempts)
+	}
 	if code, _ := c.call(0, "GET", "/admin/keys/nope/evt_1", token); code != 404 {
 		t.Fatalf("unknown route: %d", code)
 	}

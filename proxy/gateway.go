@@ -94,6 +94,17 @@ func (g *Gateway) Config() *config.Config { return g.tbl.Load().cfg }
 // local window: the operator's reset (see the admin API).
 func (g *Gateway) Forget(scopedKey string) { g.cache.Remove(scopedKey) }
 
+// WindowAttempts reports how many deliveries of a finished "route:key" this
+// instance has seen while it was in its local window (replays there cost no
+// store round trip, so the store's count does not include them).
+func (g *Gateway) WindowAttempts(scopedKey string) (int64, bool) {
+	e, ok := g.cache.Get(scopedKey)
+	if !ok {
+		return 0, false
+	}
+	return e.Attempts.Load(), true
+}
+
 // ReleaseHeld releases every lock this instance still holds: called at
 // shutdown for requests cut by the grace period, so their retries need not
 // wait out lock_ttl.
