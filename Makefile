@@ -6,6 +6,8 @@ COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN      := bin/clawgate
 FUZZTIME ?= 20s
+# The race detector needs cgo: on when a C compiler is there.
+RACE     ?= $(shell command -v cc >/dev/null 2>&1 && echo -race)
 
 .PHONY: all build demo run test test-deps lint fuzz bench bench-deps bench-quick bench-go clean
 
@@ -31,7 +33,7 @@ test-deps:
 ## test: everything, against a real redis-server the tests start themselves.
 test: test-deps
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 10m ./...
+	$(GO) test $(RACE) -count=1 -timeout 10m ./...
 	scripts/check-deploy.sh
 
 lint:
