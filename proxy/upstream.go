@@ -87,9 +87,8 @@ func connectionTokens(values []string) []string {
 // fastUpstream forwards with fasthttp's pooled HostClient: on this workload it
 // reaches a higher share of Nginx's throughput than net/http's Transport.
 type fastUpstream struct {
-	hc     *fasthttp.HostClient
-	host   string // Host header sent upstream
-	scheme string
+	hc   *fasthttp.HostClient
+	host string // Host header sent upstream
 }
 
 var _ Upstream = (*fastUpstream)(nil)
@@ -105,8 +104,7 @@ func NewFastUpstream(u *url.URL) Upstream {
 		}
 	}
 	return &fastUpstream{
-		host:   u.Host,
-		scheme: u.Scheme,
+		host: u.Host,
 		hc: &fasthttp.HostClient{
 			Addr:                     addr,
 			IsTLS:                    u.Scheme == "https",
@@ -119,12 +117,18 @@ func NewFastUpstream(u *url.URL) Upstream {
 			// Never resend: a delivery the upstream may have seen must not be
 			// forwarded twice. A failed attempt releases the lock instead,
 			// and the provider's own retry goes through.
-			RetryIfErr:          func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
-			MaxResponseBodySize: 16 << 20,
+			RetryIfErr: func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+			// An answer larger than this is a 502 and releases the key
+			// although the upstream did the work: keep it far above any
+			// webhook acknowledgement.
+			MaxResponseBodySize: maxUpstreamAnswer,
 			ReadBufferSize:      8 << 10,
 		},
 	}
 }
+
+// maxUpstreamAnswer bounds an upstream's answer body.
+const maxUpstreamAnswer = 64 << 20
 
 type fastAnswer struct{ resp *fasthttp.Response }
 
@@ -202,14 +206,7 @@ func setForwarded(set func(k, v string), in *http.Request, out *Outbound) {
 		client = in.RemoteAddr
 	}
 	if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 && client != "" {
-		xff := ""
-		for i, p := range prior {
-			if i > 0 {
-				xff += ", "
-			}
-			xff += p
-		}
-		client = xff + ", " + client
+		client = strings.Join(prior, ", ") + ", " + client
 	}
 	if client != "" {
 		set("X-Forwarded-For", client)
