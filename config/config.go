@@ -36,7 +36,8 @@ type Config struct {
 	Dedupe Dedupe `yaml:"dedupe"`
 	// Alerts raise retry storms.
 	Alerts Alerts `yaml:"alerts"`
-	// Routes are matched in order; at least one is required.
+	// Routes: at least one. Matched like Nginx locations: an exact path
+	// first, then the longest path_prefix (see proxy/route.go).
 	Routes []Route `yaml:"routes"`
 
 	// Path is the file the config was loaded from ("" when parsed from bytes).
