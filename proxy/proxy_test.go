@@ -551,3 +551,45 @@ func TestFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
 		t.Fatalf("store errors{finish} = %v, want 2", v)
 	}
 }
+
+// At shutdown the locks of deliveries cut by the grace period are released,
+// so the provider's retry (to another instance) need not wait out lock_ttl.
+func TestReleaseHeldFreesLocksOfCutDeliveries(t *testing.T) {
+	hold := make(chan struct{})
+	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) { <-hold }, withStore(mem))
+	answered := make(chan int)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/webhook/order", strings.NewReader(string(event)))
+		req.Header.Set("X-Signature", sign(event))
+		req.Header.Set("Idempotency-Key", "evt_cut")
+		code := 0
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			code = resp.StatusCode
+			resp.Body.Close()
+		}
+		answered <- code
+	}()
+	var st store.KeyState
+	for i := 0; i < 200 && st.State != store.InFlight; i++ { // bounded wait for the claim
+		st, _ = mem.Get(context.Background(), "orders:evt_cut")
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st.State != store.InFlight {
+		t.Fatalf("never in flight: %v", st.State)
+	}
+	if n := h.gw.ReleaseHeld(context.Background()); n != 1 {
+		t.Fatalf("released %d locks, want 1", n)
+	}
+	if st, _ = mem.Get(context.Background(), "orders:evt_cut"); st.State == store.InFlight {
+		t.Fatal("lock still held after ReleaseHeld")
+	}
+	close(hold)
+	if code := <-answered; code != 200 {
+		t.Fatalf("the cut delivery got %d", code)
+	}
+	// Its lock was released, so its late answer must not finish the key.
+	if st, _ = mem.Get(context.Background(), "orders:evt_cut"); st.State == store.Finished {
+		t.Fatal("a released lock's owner finished the key")
+	}
+}
