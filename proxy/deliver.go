@@ -75,7 +75,11 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	d.body = buf.Bytes()
 
 	// 3. Signature over the raw bytes.
-	secretID, err := rt.Verifier.Verify(d.r.Header, d.body, g.now())
+	now := d.start
+	if g.now != nil {
+		now = g.now()
+	}
+	secretID, err := rt.Verifier.Verify(d.r.Header, d.body, now)
 	if err != nil {
 		rt.m.SignatureFailed(verify.Reason(err))
 		return fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized", err)
@@ -275,16 +279,21 @@ func (g *Gateway) done(d *delivery, err error) {
 			}
 		}
 	}
-	elapsed := time.Since(d.start)
+	end := time.Now()
+	elapsed := end.Sub(d.start)
 	if d.rt != nil {
 		d.rt.m.Done(d.status, d.outcome, elapsed.Seconds())
 	} else {
 		g.metrics.Requests.WithLabelValues(name, strconv.Itoa(d.status)).Inc()
 	}
-	if !g.log.Enabled(d.r.Context(), level) {
+	// The access line goes straight to the handler: slog.Logger would read
+	// the clock and the call stack again for every delivery.
+	h := g.log.Handler()
+	if !h.Enabled(d.r.Context(), level) {
 		return
 	}
-	g.log.LogAttrs(d.r.Context(), level, "delivery",
+	r := slog.NewRecord(end, level, "delivery", 0)
+	r.AddAttrs(
 		slog.String("route", name),
 		slog.String("key", d.key),
 		slog.String("outcome", d.outcome),
@@ -295,6 +304,7 @@ func (g *Gateway) done(d *delivery, err error) {
 		slog.String("path", d.r.URL.Path),
 		slog.String("request_id", d.reqID),
 		cause)
+	h.Handle(d.r.Context(), r)
 }
 
 // ids returns the delivery's X-Request-Id and traceparent: the caller's

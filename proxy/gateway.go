@@ -36,7 +36,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Alerter, when set, is told of keys past alerts.max_attempts.
 	Alerter Alerter
-	// Now is the clock signatures are checked against. Nil: time.Now.
+	// Now is the clock signatures are checked against. Nil: the delivery's
+	// arrival time.
 	Now func() time.Time
 	// NewUpstream builds a route's client. Nil: NewFastUpstream.
 	NewUpstream func(*config.Route) Upstream
@@ -70,9 +71,6 @@ func New(cfg *config.Config, o Options) *Gateway {
 	}
 	if g.log == nil {
 		g.log = slog.Default()
-	}
-	if g.now == nil {
-		g.now = time.Now
 	}
 	if g.newUpstream == nil {
 		g.newUpstream = func(r *config.Route) Upstream { return NewFastUpstream(r.UpstreamURL) }
