@@ -104,33 +104,17 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	}
 	d.scoped = rt.Name + ":" + d.key
 	d.fp = dedupe.Fingerprint(d.r.Method, d.r.URL.Path, d.body)
-	shadow := rt.Dedupe.Mode == "shadow"
 
 	// 5. Local window: a finished outcome costs no store round trip.
 	if e, ok := g.cache.Get(d.scoped); ok {
 		rt.m.CacheHit()
 		d.attempt = e.Attempts.Add(1)
 		g.checkAttempts(d)
-		if e.Outcome.Fingerprint != d.fp {
-			rt.m.Duplicate("cache", metrics.OutcomeConflict)
-			if !shadow {
-				return errKeyReused
-			}
-		} else {
-			rt.m.Duplicate("cache", metrics.OutcomeReplayed)
-			if !shadow {
-				return g.replay(d, &e.Outcome)
-			}
-		}
-		return g.forward(d, "")
+		return g.finishedDuplicate(d, "cache", &e.Outcome)
 	}
 	rt.m.CacheMiss()
 	if !g.cache.Begin(d.scoped) {
-		rt.m.Duplicate("cache", metrics.OutcomeInFlight)
-		if !shadow {
-			return inFlight(time.Second)
-		}
-		return g.forward(d, "")
+		return g.inFlightDuplicate(d, "cache", time.Second)
 	}
 	defer g.cache.End(d.scoped)
 
@@ -155,42 +139,51 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	case store.Claimed:
 		return g.forward(d, claim.Token)
 	case store.InFlight:
-		rt.m.Duplicate("store", metrics.OutcomeInFlight)
-		if !shadow {
-			return inFlight(claim.RetryAfter)
-		}
+		return g.inFlightDuplicate(d, "store", claim.RetryAfter)
 	case store.Finished:
-		if claim.Outcome.Fingerprint != d.fp {
-			rt.m.Duplicate("store", metrics.OutcomeConflict)
-			if !shadow {
-				return errKeyReused
-			}
-		} else {
+		if claim.Outcome.Fingerprint == d.fp {
 			g.cache.Add(d.scoped, claim.Outcome, claim.Attempts)
-			rt.m.Duplicate("store", metrics.OutcomeReplayed)
-			if !shadow {
-				return g.replay(d, &claim.Outcome)
-			}
 		}
-	default:
-		return fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable",
-			fmt.Errorf("proxy: claim returned state %v", claim.State))
+		return g.finishedDuplicate(d, "store", &claim.Outcome)
 	}
-	// 7. Shadow mode: counted above, forwarded anyway.
-	return g.forward(d, "")
+	return fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable",
+		fmt.Errorf("proxy: claim returned state %v", claim.State))
+}
+
+// finishedDuplicate answers a delivery whose key layer (cache, store) knows
+// as finished: the stored outcome is replayed (step 8), or 422 when the key
+// came with another payload. In shadow mode (step 7) it is counted the same
+// and forwarded anyway.
+func (g *Gateway) finishedDuplicate(d *delivery, layer string, out *store.Outcome) error {
+	same := out.Fingerprint == d.fp
+	outcome := metrics.OutcomeConflict
+	if same {
+		outcome = metrics.OutcomeReplayed
+	}
+	d.rt.m.Duplicate(layer, outcome)
+	switch {
+	case d.rt.Dedupe.Mode == "shadow":
+		return g.forward(d, "")
+	case same:
+		return g.replay(d, out)
+	}
+	return errKeyReused
+}
+
+// inFlightDuplicate answers a delivery whose key another copy is forwarding
+// right now: 409 with Retry-After, or forwarded anyway in shadow mode.
+func (g *Gateway) inFlightDuplicate(d *delivery, layer string, retry time.Duration) error {
+	d.rt.m.Duplicate(layer, metrics.OutcomeInFlight)
+	if d.rt.Dedupe.Mode == "shadow" {
+		return g.forward(d, "")
+	}
+	se := fail(http.StatusConflict, metrics.OutcomeInFlight, "a delivery with this idempotency key is in progress", nil)
+	se.retryAfter = max(1, int(math.Ceil(retry.Seconds())))
+	return se
 }
 
 var errKeyReused = fail(http.StatusUnprocessableEntity, metrics.OutcomeConflict,
 	"idempotency key reused with a different payload", nil)
-
-func inFlight(retry time.Duration) error {
-	se := fail(http.StatusConflict, metrics.OutcomeInFlight, "a delivery with this idempotency key is in progress", nil)
-	se.retryAfter = int(math.Ceil(retry.Seconds()))
-	if se.retryAfter < 1 {
-		se.retryAfter = 1
-	}
-	return se
-}
 
 // readBody reads the whole body into buf, refusing more than max bytes.
 func readBody(r *http.Request, buf *bytes.Buffer, max int64) error {
