@@ -39,19 +39,16 @@ type Options struct {
 	// Now is the clock signatures are checked against. Nil: the delivery's
 	// arrival time.
 	Now func() time.Time
-	// NewUpstream builds a route's client. Nil: NewFastUpstream.
-	NewUpstream func(*config.Route) Upstream
 }
 
 // Gateway is the http.Handler of the delivery listener.
 type Gateway struct {
-	store       store.Store
-	cache       *dedupe.Cache
-	metrics     *metrics.Metrics
-	log         *slog.Logger
-	alerter     Alerter
-	now         func() time.Time
-	newUpstream func(*config.Route) Upstream
+	store   store.Store
+	cache   *dedupe.Cache
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	alerter Alerter
+	now     func() time.Time
 
 	tbl  atomic.Pointer[table]
 	held sync.Map // scoped key -> owner token, for locks held right now
@@ -61,19 +58,15 @@ type Gateway struct {
 // are fixed here; Reload swaps routes only.
 func New(cfg *config.Config, o Options) *Gateway {
 	g := &Gateway{
-		store:       o.Store,
-		cache:       dedupe.NewCache(cfg.Dedupe.CacheSize, cfg.Dedupe.Window),
-		metrics:     o.Metrics,
-		log:         o.Logger,
-		alerter:     o.Alerter,
-		now:         o.Now,
-		newUpstream: o.NewUpstream,
+		store:   o.Store,
+		cache:   dedupe.NewCache(cfg.Dedupe.CacheSize, cfg.Dedupe.Window),
+		metrics: o.Metrics,
+		log:     o.Logger,
+		alerter: o.Alerter,
+		now:     o.Now,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
-	}
-	if g.newUpstream == nil {
-		g.newUpstream = func(r *config.Route) Upstream { return NewFastUpstream(r.UpstreamURL) }
 	}
 	g.Reload(cfg)
 	return g
@@ -82,7 +75,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 // Reload swaps in a new config's routes; requests in flight finish on the
 // routes they started with.
 func (g *Gateway) Reload(cfg *config.Config) {
-	g.tbl.Store(newTable(cfg, g.metrics, g.newUpstream))
+	g.tbl.Store(newTable(cfg, g.metrics))
 }
 
 // Config returns the config being served.

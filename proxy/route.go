@@ -26,13 +26,13 @@ type table struct {
 	prefix []*route            // by match.path_prefix, longest first
 }
 
-func newTable(cfg *config.Config, m *metrics.Metrics, upstreams func(*config.Route) Upstream) *table {
+func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 	t := &table{cfg: cfg, exact: map[string][]*route{}}
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
 		rt := &route{
 			Route:    rc,
-			upstream: upstreams(rc),
+			upstream: NewFastUpstream(rc.UpstreamURL),
 			basePath: strings.TrimSuffix(rc.UpstreamURL.EscapedPath(), "/"),
 			m:        m.Route(rc.Name),
 			allow:    strings.Join(rc.Match.Methods, ", "),
