@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -178,7 +179,7 @@ func (in *instance) reload(path string) {
 		in.log.Warn(w)
 	}
 	old := in.gw.Config()
-	if cfg.Listen != old.Listen || cfg.Admin != old.Admin || !sameStore(cfg.Store, old.Store) ||
+	if cfg.Listen != old.Listen || cfg.Admin != old.Admin || !reflect.DeepEqual(cfg.Store, old.Store) ||
 		cfg.Dedupe.Window != old.Dedupe.Window || cfg.Dedupe.CacheSize != old.Dedupe.CacheSize || cfg.TLS != old.TLS {
 		in.log.Warn("config reload: listen, tls, admin, store and dedupe.window/cache_size changes take effect at the next restart")
 	}
@@ -186,20 +187,6 @@ func (in *instance) reload(path string) {
 	in.gw.Reload(cfg)
 	in.metrics.ConfigReloads.WithLabelValues("ok").Inc()
 	in.log.Info("config reloaded", "routes", len(cfg.Routes))
-}
-
-func sameStore(a, b config.Store) bool {
-	if a.Backend != b.Backend || a.OnError != b.OnError || len(a.Redis.Addrs) != len(b.Redis.Addrs) {
-		return false
-	}
-	for i := range a.Redis.Addrs {
-		if a.Redis.Addrs[i] != b.Redis.Addrs[i] {
-			return false
-		}
-	}
-	ar, br := a.Redis, b.Redis
-	ar.Addrs, br.Addrs = nil, nil
-	return fmt.Sprint(ar) == fmt.Sprint(br)
 }
 
 // shutdown stops accepting, lets requests in flight finish for up to grace,
