@@ -60,7 +60,7 @@ func main() {
 	var hexsum [2 * sha256.Size]byte
 	for i := 0; i < *n; i++ {
 		k := key(i)
-		body = append(append(append(body[:0], f.BodyPrefix...), k...), f.BodySuffix...)
+		body = f.AppendBody(body[:0], k)
 		mac.Reset()
 		mac.Write(body)
 		hex.Encode(hexsum[:], mac.Sum(sum[:0]))

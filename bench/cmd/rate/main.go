@@ -84,9 +84,7 @@ func main() {
 		}
 		req.Header.Set(f.KeyHeader, f.Keys[i])
 		req.Header.Set(f.SigHeader, f.Sigs[i])
-		req.SetBodyString(f.BodyPrefix)
-		req.AppendBodyString(f.Keys[i])
-		req.AppendBodyString(f.BodySuffix)
+		req.SetBodyRaw(f.AppendBody(nil, f.Keys[i]))
 		if err := hc.DoTimeout(req, resp, *timeout); err != nil {
 			return 0, err
 		}

@@ -51,12 +51,12 @@ type File struct {
 	Sigs       []string // full header values, prefix included
 }
 
-// Body returns the body of delivery i.
-func (f *File) Body(i int) []byte {
-	b := make([]byte, 0, len(f.BodyPrefix)+len(f.Keys[i])+len(f.BodySuffix))
-	b = append(b, f.BodyPrefix...)
-	b = append(b, f.Keys[i]...)
-	return append(b, f.BodySuffix...)
+// AppendBody appends to dst the body of the delivery whose key is key: the
+// body template with the key in its place.
+func (f *File) AppendBody(dst []byte, key string) []byte {
+	dst = append(dst, f.BodyPrefix...)
+	dst = append(dst, key...)
+	return append(dst, f.BodySuffix...)
 }
 
 // WriteHeader writes everything up to and including the count line.
