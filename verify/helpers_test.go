@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -102,8 +101,6 @@ func writeFile(t testing.TB, dir, name, content string) string {
 	}
 	return p
 }
-
-func cloneHeader(h http.Header) http.Header { return h.Clone() }
 
 func flipByte(b []byte, i int) []byte {
 	out := append([]byte(nil), b...)
