@@ -7,10 +7,10 @@ package metrics
 import (
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics holds the gateway's collectors.
@@ -29,14 +29,7 @@ type Metrics struct {
 	StoreEvictions    prometheus.Counter       // webhook_store_evictions_total
 	AlertsSent        *prometheus.CounterVec   // webhook_alerts_total{result}
 	ConfigReloads     *prometheus.CounterVec   // clawgate_config_reloads_total{result}
-
-	ratioMu sync.Mutex
-	ratios  map[string]*hitRatio
 }
-
-// hitRatio backs idempotency_cache_hit_ratio for one route; it is computed
-// at scrape time from two atomics, so the hot path does no division.
-type hitRatio struct{ hits, misses atomic.Uint64 }
 
 // Outcome label values of webhook_processing_duration_seconds and of the
 // access log.
@@ -113,7 +106,6 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "clawgate_config_reloads_total",
 			Help: "SIGHUP config reloads, by result (ok, error).",
 		}, []string{"result"}),
-		ratios: map[string]*hitRatio{},
 	}
 	reg.MustRegister(m.Requests, m.Duplicates, m.Processing, m.CacheHits, m.CacheMisses,
 		m.SignatureFailures, m.SignatureVerified, m.UpstreamDuration, m.LockReleased,
@@ -136,33 +128,40 @@ type ratioCollector struct{ m *Metrics }
 
 func (c ratioCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ratioDesc }
 
+// Collect derives idempotency_cache_hit_ratio = hits / (hits + misses) per
+// route from the two counters at scrape time, so the request path only
+// counts.
 func (c ratioCollector) Collect(ch chan<- prometheus.Metric) {
-	c.m.ratioMu.Lock()
-	defer c.m.ratioMu.Unlock()
-	for route, r := range c.m.ratios {
-		h, mi := float64(r.hits.Load()), float64(r.misses.Load())
+	hits, misses := byRoute(c.m.CacheHits), byRoute(c.m.CacheMisses)
+	for route, h := range hits {
 		v := 0.0
-		if h+mi > 0 {
-			v = h / (h + mi)
+		if total := h + misses[route]; total > 0 {
+			v = h / total
 		}
 		ch <- prometheus.MustNewConstMetric(ratioDesc, prometheus.GaugeValue, v, route)
 	}
 }
 
+// byRoute reads a counter vector labelled by route alone.
+func byRoute(v *prometheus.CounterVec) map[string]float64 {
+	out := map[string]float64{}
+	mc := make(chan prometheus.Metric, 16)
+	go func() { v.Collect(mc); close(mc) }()
+	for pm := range mc {
+		var d dto.Metric
+		if pm.Write(&d) == nil && len(d.GetLabel()) == 1 {
+			out[d.GetLabel()[0].GetValue()] = d.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
 // Route returns the pre-labelled series of one route, so the request path
 // does no label lookups.
 func (m *Metrics) Route(name string) *RouteMetrics {
-	m.ratioMu.Lock()
-	r, ok := m.ratios[name]
-	if !ok {
-		r = &hitRatio{}
-		m.ratios[name] = r
-	}
-	m.ratioMu.Unlock()
 	rm := &RouteMetrics{
 		m:          m,
 		name:       name,
-		ratio:      r,
 		cacheHit:   m.CacheHits.WithLabelValues(name),
 		cacheMiss:  m.CacheMisses.WithLabelValues(name),
 		upstream:   m.UpstreamDuration.WithLabelValues(name),
@@ -193,7 +192,6 @@ func (m *Metrics) Route(name string) *RouteMetrics {
 type RouteMetrics struct {
 	m          *Metrics
 	name       string
-	ratio      *hitRatio
 	cacheHit   prometheus.Counter
 	cacheMiss  prometheus.Counter
 	upstream   prometheus.Observer
@@ -204,10 +202,10 @@ type RouteMetrics struct {
 }
 
 // CacheHit counts a keyed delivery answered from the local window.
-func (r *RouteMetrics) CacheHit() { r.cacheHit.Inc(); r.ratio.hits.Add(1) }
+func (r *RouteMetrics) CacheHit() { r.cacheHit.Inc() }
 
 // CacheMiss counts a keyed delivery not in the local window.
-func (r *RouteMetrics) CacheMiss() { r.cacheMiss.Inc(); r.ratio.misses.Add(1) }
+func (r *RouteMetrics) CacheMiss() { r.cacheMiss.Inc() }
 
 // Duplicate counts a duplicate caught by layer (cache, store).
 func (r *RouteMetrics) Duplicate(layer, outcome string) {
