@@ -255,10 +255,17 @@ func TestBadSignatureNeverReachesUpstreamNorCache(t *testing.T) {
 	if v := h.metric("webhook_signature_verified_total", map[string]string{"route": "orders", "secret_id": "k1"}); v != 1 {
 		t.Fatalf("signature verified{k1} = %v", v)
 	}
+	lines401 := 0
 	for _, l := range h.logs.Lines() {
-		if l["status"] == float64(401) && l["reason"] != "mismatch" {
-			t.Fatalf("401 access line without reason: %v", l)
+		if l["status"] == float64(401) {
+			lines401++
+			if l["reason"] != "mismatch" {
+				t.Fatalf("401 access line without reason: %v", l)
+			}
 		}
+	}
+	if lines401 != 3 {
+		t.Fatalf("%d access lines for the three 401s", lines401)
 	}
 }
 
