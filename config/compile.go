@@ -15,7 +15,6 @@ var (
 	newVerifier   = verify.New
 	parseKey      = dedupe.ParseKey
 	signedHeaders = verify.SignedHeaders
-	keyHeaders    = (*dedupe.KeySpec).HeaderSources
 )
 
 // compileRoute compiles route i's key sources and verifier, and checks how
@@ -44,7 +43,11 @@ func (b *builder) compileRoute(i int) {
 		b.warn(verifyLine, r.Name, "verify: "+strings.TrimPrefix(w, "verify: "))
 	}
 
-	b.checkReplayWindow(i)
+	inherited := r.Retention == 0
+	if inherited {
+		r.Retention = b.cfg.Dedupe.Retention
+	}
+	b.checkReplayWindow(i, inherited)
 	if err == nil {
 		b.checkKeySigned(i)
 	}
@@ -58,12 +61,12 @@ func (b *builder) warn(line int, name, msg string) {
 
 // checkReplayWindow rejects a retention shorter than the time a captured,
 // validly signed delivery stays acceptable: once its key is forgotten it
-// could be replayed.
-func (b *builder) checkReplayWindow(i int) {
+// could be replayed. inherited says the route takes dedupe.retention.
+func (b *builder) checkReplayWindow(i int, inherited bool) {
 	r := &b.cfg.Routes[i]
-	retention := b.cfg.Dedupe.Retention
+	retention := r.Retention
 	if retention <= 0 {
-		return // reported by checkDedupe
+		return // reported by checkDedupe or checkRouteSettings
 	}
 	var (
 		window time.Duration
@@ -93,50 +96,108 @@ func (b *builder) checkReplayWindow(i int) {
 	for _, p := range strings.Split(field, ".") {
 		path = append(path, p)
 	}
+	setting := "dedupe.retention"
+	if !inherited {
+		setting = "the route's retention"
+	}
 	b.routeError(i, path, "verify."+field,
-		"dedupe.retention (%v) is shorter than %s (%v): a captured delivery could be replayed once its key is forgotten; raise dedupe.retention to at least %v",
-		retention, what, window, window)
+		"%s (%v) is shorter than %s (%v): a captured delivery could be replayed once its key is forgotten; raise %s to at least %v",
+		setting, retention, what, window, strings.TrimPrefix(setting, "the route's "), window)
 }
 
-// checkKeySigned warns when the key comes only from headers the signature
-// does not cover: a captured delivery replayed with a fresh header value
-// verifies and gets a new key.
+// checkKeySigned decides how route i's key is protected against a captured
+// delivery sent again with a fresh key. When the first key source is
+// covered by the signature, every copy derives the same key. When it is
+// not: with idempotency.allow_unsigned_key the route is accepted as it is,
+// with a warning; otherwise it gets a ReplayGuard if its verifier can
+// digest the signed bytes, and is refused if not. Scheme none signs nothing
+// and dedupe mode off forwards every copy anyway: neither is checked.
 func (b *builder) checkKeySigned(i int) {
 	r := &b.cfg.Routes[i]
+	r.ReplayGuard = false
 	scheme := strings.ToLower(strings.TrimSpace(r.Verify.Scheme))
-	if r.Key == nil || scheme == "none" {
+	if r.Key == nil || len(r.Key.Sources) == 0 || r.Verifier == nil || scheme == "none" || r.Dedupe.Mode == "off" {
 		return
 	}
-	names, only := keyHeaders(r.Key)
-	if !only || len(names) == 0 {
+	first := r.Key.Sources[0]
+	written := first.String()
+	if len(r.Idempotency.Key) > 0 {
+		written = strings.TrimSpace(r.Idempotency.Key[0])
+	}
+	why := uncovered(first, r.Verify, written)
+	if why == "" {
 		return
 	}
-	for _, s := range signedHeaders(scheme) {
-		for _, n := range names {
-			if http.CanonicalHeaderKey(s) == http.CanonicalHeaderKey(n) {
-				return
+	src := clip(written)
+	if r.Idempotency.AllowUnsignedKey {
+		b.warn(b.routeLine(i, "idempotency", "key"), r.Name, fmt.Sprintf(
+			"idempotency.key: the first key source %q is not covered by the %s signature (%s) and idempotency.allow_unsigned_key is set, so nothing guards the route: a captured delivery sent again with a fresh key is forwarded again",
+			src, scheme, why))
+		return
+	}
+	if _, ok := r.Verifier.(verify.SignedDigester); ok {
+		r.ReplayGuard = true
+		return
+	}
+	var fix string
+	switch {
+	case verify.SignsBody(r.Verify):
+		fix = `key on a source the signature covers, such as "json:id"`
+	case scheme == "jwt":
+		fix = `set verify.jwt.body_hash_claim (if the sender signs the body's hash) and key on the body, such as "json:id"`
+	default:
+		fix = "key on a source the signature covers"
+	}
+	b.routeError(i, []any{"idempotency", "key"}, "idempotency.key",
+		"the first key source %q is not covered by the %s signature (%s), and this route cannot be guarded against a captured delivery sent again with a fresh key; %s, or set idempotency.allow_unsigned_key: true to accept the risk",
+		src, scheme, why, fix)
+}
+
+// uncovered returns why the signature of c does not cover key source s, or
+// "" when it does: a copy of a delivery that verifies always yields the
+// same value from s. written is the source as the config spells it, used
+// to name headers as written.
+func uncovered(s dedupe.Source, c verify.Config, written string) string {
+	switch s.Kind {
+	case dedupe.KindJSON, dedupe.KindForm, dedupe.KindBody:
+		if verify.SignsBody(c) {
+			return ""
+		}
+		if strings.EqualFold(strings.TrimSpace(c.Scheme), "jwt") {
+			return "without jwt.body_hash_claim no part of the body is signed"
+		}
+		return "the body is not signed"
+	case dedupe.KindHeader:
+		for _, h := range signedHeaders(c.Scheme) {
+			if http.CanonicalHeaderKey(h) == http.CanonicalHeaderKey(s.Name) {
+				return ""
 			}
 		}
+		return fmt.Sprintf("header %s is not signed", clip(writtenHeader(written, s.Name)))
+	case dedupe.KindQuery:
+		return "the query string is never signed"
+	case dedupe.KindLiteral:
+		return ""
+	case dedupe.KindTemplate:
+		for _, p := range s.Parts {
+			if why := uncovered(p, c, written); why != "" {
+				return why
+			}
+		}
+		return ""
 	}
-	// Name the headers as the user wrote them, not canonicalised.
-	written := map[string]string{}
-	for _, src := range r.Idempotency.Key {
-		if kind, name, ok := strings.Cut(src, ":"); ok && kind == "header" {
-			written[http.CanonicalHeaderKey(name)] = name
+	return fmt.Sprintf("%s sources are not signed", clip(s.Kind))
+}
+
+// writtenHeader returns header name as spelled in the key source written
+// (such as "X-GitHub-Delivery" rather than the canonical
+// "X-Github-Delivery"), or name when it is not found there.
+func writtenHeader(written, name string) string {
+	want := "header:" + name
+	for i := 0; i+len(want) <= len(written); i++ {
+		if strings.EqualFold(written[i:i+len(want)], want) {
+			return written[i+len("header:") : i+len(want)]
 		}
 	}
-	shown := make([]string, len(names))
-	for j, n := range names {
-		shown[j] = n
-		if w, ok := written[http.CanonicalHeaderKey(n)]; ok {
-			shown[j] = w
-		}
-	}
-	noun := "header"
-	if len(names) > 1 {
-		noun = "headers"
-	}
-	b.warn(b.routeLine(i, "idempotency", "key"), r.Name, fmt.Sprintf(
-		"idempotency key comes only from %s %s, which the %s signature does not cover; a captured delivery can be replayed under a fresh id: add \"body:sha256\" to idempotency.key",
-		noun, strings.Join(shown, ", "), scheme))
+	return name
 }

@@ -15,6 +15,7 @@
 package config
 
 import (
+	"net/netip"
 	"net/url"
 	"time"
 
@@ -28,6 +29,12 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// TLS serves deliveries over TLS (and HTTP/2) when both files are set.
 	TLS TLS `yaml:"tls"`
+	// TrustedProxies lists the proxies in front of the gateway, as bare IP
+	// addresses ("192.0.2.7") or CIDR prefixes ("10.0.0.0/8"). A request
+	// from one of them keeps its X-Forwarded-For, extended with the
+	// proxy's address. Empty (the default): nobody is trusted, and the
+	// X-Forwarded-For a client sends is replaced by the client's address.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Admin is the /metrics, /healthz, /readyz and /admin/ listener.
 	Admin Admin `yaml:"admin"`
 	// Store holds shared idempotency state.
@@ -44,8 +51,15 @@ type Config struct {
 	Path string `yaml:"-"`
 	// Dir is the directory relative paths are resolved against.
 	Dir string `yaml:"-"`
-	// Warnings are problems that do not stop the gateway (inline secrets,
-	// expired secrets, unsigned key sources), each naming its line.
+	// TrustedNets is TrustedProxies parsed: a bare address becomes a
+	// single-address prefix, an IPv4-mapped IPv6 address or prefix its IPv4
+	// form, and host bits are cleared. Nil when TrustedProxies is empty.
+	TrustedNets []netip.Prefix `yaml:"-"`
+	// Warnings are problems that do not stop the gateway, each naming its
+	// line: inline, short, expired or group-readable secrets; jwt routes
+	// that do not bind the body or bound a token's age; a key source the
+	// signature does not cover, accepted with allow_unsigned_key; a trusted
+	// proxy prefix that trusts everyone.
 	Warnings []string `yaml:"-"`
 }
 
@@ -72,10 +86,20 @@ type Admin struct {
 type Store struct {
 	// Backend: memory (default) or redis.
 	Backend string `yaml:"backend"`
+	Memory  Memory `yaml:"memory"`
 	Redis   Redis  `yaml:"redis"`
 	// OnError: reject (default; 503 + Retry-After) or forward (local
 	// protection only, counted).
 	OnError string `yaml:"on_error"`
+}
+
+// Memory store settings (store.backend: memory). Checked only with that
+// backend.
+type Memory struct {
+	// MaxBytes bounds the memory the store's keys and stored answers take;
+	// past it the oldest finished keys are evicted first. Default 256MiB;
+	// must be positive.
+	MaxBytes ByteSize `yaml:"max_bytes"`
 }
 
 // Redis connection settings (store.backend: redis).
@@ -91,6 +115,14 @@ type Redis struct {
 	// KeyPrefix default "clawgate:".
 	KeyPrefix string `yaml:"key_prefix"`
 	TLS       bool   `yaml:"tls"`
+	// WaitReplicas: after a write that takes or records a key, wait (Redis
+	// WAIT) until this many replicas acknowledge it, so that a failover
+	// does not lose the key. Default 0: do not wait. Must not be negative.
+	WaitReplicas int `yaml:"wait_replicas"`
+	// WaitTimeout bounds each such wait. Default 100ms; must not be
+	// negative, and must be positive when WaitReplicas is above 0 (it is
+	// unused otherwise).
+	WaitTimeout time.Duration `yaml:"wait_timeout"`
 
 	// Password is the resolved password.
 	Password string `yaml:"-"`
@@ -104,7 +136,11 @@ type Dedupe struct {
 	CacheSize int `yaml:"cache_size"`
 	// LockTTL bounds how long one delivery holds its key. Default 30s.
 	LockTTL time.Duration `yaml:"lock_ttl"`
-	// Retention: how long a finished key is remembered. Default 24h.
+	// Retention: how long a finished key is remembered and replayed, for
+	// routes that do not set their own. Default 72h, as long as the longest
+	// provider retries (Stripe: 3 days; Shopify: 48 hours). Must be
+	// positive, and, for each route that uses it, at least as long as that
+	// route accepts a signature (tolerance, or jwt max_age + leeway).
 	Retention time.Duration `yaml:"retention"`
 	// ReplayBodyLimit caps the stored response body. Default 64KiB.
 	ReplayBodyLimit ByteSize `yaml:"replay_body_limit"`
@@ -136,9 +172,18 @@ type Route struct {
 	} `yaml:"dedupe"`
 	// StripPrefix is removed from the path before forwarding. Default none.
 	StripPrefix string `yaml:"strip_prefix"`
-	// Timeout for the upstream's answer; must be shorter than lock_ttl.
-	// Default 10s.
+	// Timeout for the upstream's answer. Default 10s. It must leave
+	// LockMargin (3s) of dedupe.lock_ttl for claiming and recording the key
+	// (timeout + 3s <= lock_ttl), so the lock outlives the wait for the
+	// upstream.
 	Timeout time.Duration `yaml:"timeout"`
+	// Retention: how long this route's finished keys are remembered and
+	// replayed (and, with ReplayGuard, its signatures). Zero (the default)
+	// uses dedupe.retention; after Parse it holds the effective value, so
+	// the runtime reads Retention alone. Must not be negative, and must be
+	// at least as long as the route accepts a signature (tolerance, or jwt
+	// max_age + leeway).
+	Retention time.Duration `yaml:"retention"`
 	// MaxBody: larger bodies get 413. Default 1MiB.
 	MaxBody     ByteSize      `yaml:"max_body"`
 	Idempotency Idempotency   `yaml:"idempotency"`
@@ -154,6 +199,13 @@ type Route struct {
 	Key *dedupe.KeySpec `yaml:"-"`
 	// Verifier is Verify compiled.
 	Verifier verify.Verifier `yaml:"-"`
+	// ReplayGuard is true when the route's first key source is not covered
+	// by its signature (see Idempotency.Key), Idempotency.AllowUnsignedKey
+	// is false, and Verifier implements verify.SignedDigester. The runtime
+	// then remembers the SignedDigest of every accepted delivery for
+	// Retention and refuses the same signed request arriving under another
+	// key. Always false for scheme none and for dedupe mode off.
+	ReplayGuard bool `yaml:"-"`
 }
 
 // Match selects a route's deliveries. Exactly one of Path and PathPrefix.
@@ -173,7 +225,24 @@ type Idempotency struct {
 	Required bool `yaml:"required"`
 	// Key sources, tried in order; the first present wins. Default
 	// ["header:Idempotency-Key"].
+	//
+	// The first source should be one the signature covers: json:, form:
+	// and body:sha256 when the scheme signs the body (every scheme but
+	// none; jwt only with body_hash_claim); header: only for the headers a
+	// scheme signs (webhook-id and webhook-timestamp for
+	// standard-webhooks, X-Slack-Request-Timestamp for slack); template:
+	// when all its parts are; query: never. Otherwise a captured delivery
+	// could be sent again with a fresh key and forwarded again: the
+	// gateway then guards the route (ReplayGuard) when the scheme can, and
+	// refuses the config when it cannot (jwt without body_hash_claim),
+	// unless AllowUnsignedKey is set.
 	Key []string `yaml:"key"`
+	// AllowUnsignedKey accepts a first key source the signature does not
+	// cover, with a warning, and no ReplayGuard: the same signed request
+	// may then be forwarded once under each key it arrives with. Default
+	// false: such a route is guarded, or refused when it cannot be. No
+	// effect when the first source is covered.
+	AllowUnsignedKey bool `yaml:"allow_unsigned_key"`
 }
 
 // ByteSize is a size in bytes; YAML accepts 1024, "64KiB", "1MiB", "1GiB",

@@ -8,20 +8,27 @@ import (
 
 // Defaults of the top-level settings (contract section 2).
 const (
-	DefaultListen          = ":8080"
-	DefaultAdminListen     = "127.0.0.1:9090"
-	DefaultAdminTokenEnv   = "CLAWGATE_ADMIN_TOKEN"
-	DefaultBackend         = "memory"
-	DefaultRedisAddr       = "127.0.0.1:6379"
-	DefaultKeyPrefix       = "clawgate:"
-	DefaultOnError         = "reject"
-	DefaultWindow          = 10 * time.Second
-	DefaultCacheSize       = 100000
-	DefaultLockTTL         = 30 * time.Second
-	DefaultRetention       = 24 * time.Hour
-	DefaultReplayBodyLimit = 64 * KiB
-	DefaultMaxAttempts     = 3
+	DefaultListen           = ":8080"
+	DefaultAdminListen      = "127.0.0.1:9090"
+	DefaultAdminTokenEnv    = "CLAWGATE_ADMIN_TOKEN"
+	DefaultBackend          = "memory"
+	DefaultRedisAddr        = "127.0.0.1:6379"
+	DefaultKeyPrefix        = "clawgate:"
+	DefaultOnError          = "reject"
+	DefaultWindow           = 10 * time.Second
+	DefaultCacheSize        = 100000
+	DefaultLockTTL          = 30 * time.Second
+	DefaultRetention        = 72 * time.Hour
+	DefaultReplayBodyLimit  = 64 * KiB
+	DefaultMaxAttempts      = 3
+	DefaultMemoryMaxBytes   = 256 * MiB
+	DefaultRedisWaitTimeout = 100 * time.Millisecond
 )
+
+// LockMargin is the part of dedupe.lock_ttl a route's timeout must leave
+// for the store round trips that claim the key before forwarding and
+// record the answer after it.
+const LockMargin = 3 * time.Second
 
 // Defaults of each route.
 const (
@@ -48,9 +55,11 @@ func Default() *Config {
 		},
 		Store: Store{
 			Backend: DefaultBackend,
+			Memory:  Memory{MaxBytes: DefaultMemoryMaxBytes},
 			Redis: Redis{
-				Addrs:     []string{DefaultRedisAddr},
-				KeyPrefix: DefaultKeyPrefix,
+				Addrs:       []string{DefaultRedisAddr},
+				KeyPrefix:   DefaultKeyPrefix,
+				WaitTimeout: DefaultRedisWaitTimeout,
 			},
 			OnError: DefaultOnError,
 		},

@@ -77,12 +77,17 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("route name %q is empty or repeated", r.Name)
 			case r.UpstreamURL == nil || r.Key == nil || r.Verifier == nil:
 				t.Fatalf("route %q is not compiled", r.Name)
-			case r.Timeout <= 0 || r.Timeout >= cfg.Dedupe.LockTTL:
+			case r.Timeout <= 0 || r.Timeout > cfg.Dedupe.LockTTL-LockMargin:
 				t.Fatalf("route %q: timeout %v, lock_ttl %v", r.Name, r.Timeout, cfg.Dedupe.LockTTL)
+			case r.Retention <= 0:
+				t.Fatalf("route %q: retention %v", r.Name, r.Retention)
 			case r.MaxBody <= 0 || len(r.Match.Methods) == 0:
 				t.Fatalf("route %q: max_body %v, methods %q", r.Name, r.MaxBody, r.Match.Methods)
 			case (r.Match.Path == "") == (r.Match.PathPrefix == ""):
 				t.Fatalf("route %q: match %+v", r.Name, r.Match)
+			}
+			if _, ok := r.Verifier.(verify.SignedDigester); r.ReplayGuard && !ok {
+				t.Fatalf("route %q: a replay guard without a SignedDigester", r.Name)
 			}
 			for _, m := range r.Match.Methods {
 				if m != strings.ToUpper(m) || !validToken(m) {

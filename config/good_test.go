@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -57,13 +58,16 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		eq(t, "admin", cfg.Admin, Admin{Listen: "127.0.0.1:9090", TokenEnv: "CLAWGATE_ADMIN_TOKEN"})
 		eq(t, "store", cfg.Store, Store{
 			Backend: "memory",
-			Redis:   Redis{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "clawgate:"},
+			Memory:  Memory{MaxBytes: 256 << 20},
+			Redis:   Redis{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "clawgate:", WaitTimeout: 100 * time.Millisecond},
 			OnError: "reject",
 		})
 		eq(t, "dedupe", cfg.Dedupe, Dedupe{
 			Window: 10 * time.Second, CacheSize: 100000, LockTTL: 30 * time.Second,
-			Retention: 24 * time.Hour, ReplayBodyLimit: 64 << 10,
+			Retention: 72 * time.Hour, ReplayBodyLimit: 64 << 10,
 		})
+		eq(t, "trusted_proxies", cfg.TrustedProxies, []string(nil))
+		eq(t, "trusted nets", cfg.TrustedNets, []netip.Prefix(nil))
 		eq(t, "alerts", cfg.Alerts, Alerts{MaxAttempts: 3})
 		eq(t, "warnings", cfg.Warnings, []string(nil))
 		eq(t, "path", cfg.Path, "gateway.yaml")
@@ -77,6 +81,8 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		eq(t, "dedupe.mode", r.Dedupe.Mode, "enforce")
 		eq(t, "strip_prefix", r.StripPrefix, "")
 		eq(t, "timeout", r.Timeout, 10*time.Second)
+		eq(t, "retention", r.Retention, 72*time.Hour)
+		eq(t, "replay guard", r.ReplayGuard, false)
 		eq(t, "max_body", r.MaxBody, ByteSize(1<<20))
 		eq(t, "idempotency", r.Idempotency, Idempotency{Required: true, Key: []string{"header:Idempotency-Key"}})
 		eq(t, "verify.scheme", r.Verify.Scheme, "none")
@@ -88,18 +94,25 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 	"full.yaml": func(t *testing.T, cfg *Config) {
 		eq(t, "listen", cfg.Listen, "127.0.0.1:8443")
 		eq(t, "admin", cfg.Admin, Admin{Listen: "[::1]:9191", TokenEnv: "ADMIN_TOKEN", Token: testEnv["ADMIN_TOKEN"]})
+		eq(t, "trusted_proxies", cfg.TrustedProxies, []string{"10.0.0.0/8", "192.0.2.7", "2001:db8::/32", "::ffff:198.51.100.0/120", "::ffff:203.0.113.9", "172.16.5.4/12"})
+		eq(t, "trusted nets", cfg.TrustedNets, []netip.Prefix{
+			netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("2001:db8::/32"),
+			netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("203.0.113.9/32"), netip.MustParsePrefix("172.16.0.0/12"),
+		})
 		eq(t, "store", cfg.Store, Store{
 			Backend: "redis",
+			Memory:  Memory{MaxBytes: 64 << 20},
 			Redis: Redis{
 				Addrs:      []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
 				MasterName: "mymaster", Username: "clawgate", PasswordEnv: "REDIS_PASSWORD",
 				DB: 2, KeyPrefix: "cg:", TLS: true, Password: testEnv["REDIS_PASSWORD"],
+				WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond,
 			},
 			OnError: "forward",
 		})
 		eq(t, "dedupe", cfg.Dedupe, Dedupe{
 			Window: 5 * time.Second, CacheSize: 5000, LockTTL: time.Minute,
-			Retention: 72 * time.Hour, ReplayBodyLimit: 128 << 10,
+			Retention: 96 * time.Hour, ReplayBodyLimit: 128 << 10,
 		})
 		eq(t, "alerts", cfg.Alerts, Alerts{MaxAttempts: 5, WebhookURLEnv: "ALERT_URL", WebhookURL: testEnv["ALERT_URL"]})
 		eq(t, "warnings", cfg.Warnings, []string(nil))
@@ -110,10 +123,12 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		eq(t, "orders.dedupe.mode", o.Dedupe.Mode, "shadow")
 		eq(t, "orders.strip_prefix", o.StripPrefix, "/webhook")
 		eq(t, "orders.timeout", o.Timeout, 45*time.Second)
+		eq(t, "orders.retention", o.Retention, 120*time.Hour)
+		eq(t, "orders.replay guard", o.ReplayGuard, false)
 		eq(t, "orders.max_body", o.MaxBody, 2*MiB)
 		eq(t, "orders.idempotency", o.Idempotency, Idempotency{
-			Required: false,
-			Key:      []string{"header:Idempotency-Key", "json:data.object.id", "template:{json:type}:{json:id}"},
+			Required: false, AllowUnsignedKey: true,
+			Key: []string{"json:data.object.id", "header:Idempotency-Key", "template:{json:type}:{json:id}"},
 		})
 		v := o.Verify
 		eq(t, "orders.verify", [...]string{v.Scheme, v.Header, v.Algorithm, v.Encoding, v.Prefix}, [...]string{"hmac", "X-Signature", "sha512", "base64", "sha512="})
@@ -128,6 +143,8 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		eq(t, "payments.max_body", p.MaxBody, ByteSize(1000000))
 		eq(t, "payments.idempotency", p.Idempotency, Idempotency{Required: true, Key: []string{"body:sha256"}})
 		eq(t, "payments.verify.tolerance", p.Verify.Tolerance, 10*time.Minute)
+		eq(t, "payments.retention", p.Retention, 96*time.Hour)
+		eq(t, "payments.replay guard", p.ReplayGuard, false)
 	},
 	"sizes.yaml": func(t *testing.T, cfg *Config) {
 		eq(t, "replay_body_limit", cfg.Dedupe.ReplayBodyLimit, ByteSize(0))
@@ -151,12 +168,57 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		eq(t, "orders.verify.header", orders.Verify.Header, "X-Signature")
 	},
 	"warnings.yaml": func(t *testing.T, cfg *Config) {
-		eq(t, "warnings", cfg.Warnings, []string{
-			`gateway.yaml:6: route "github": idempotency key comes only from header X-GitHub-Delivery, which the github signature does not cover; a captured delivery can be replayed under a fresh id: add "body:sha256" to idempotency.key`,
-			`gateway.yaml:27: route "shopify": idempotency key comes only from headers X-Shopify-Webhook-Id, X-Shopify-Event-Id, which the shopify signature does not cover; a captured delivery can be replayed under a fresh id: add "body:sha256" to idempotency.key`,
-			`gateway.yaml:39: route "demo": verify: secrets[0] is inline`,
-		})
+		eq(t, "config warnings", configWarnings(cfg), warningsYAML)
+		eq(t, "verify warnings", verifyWarnings(cfg), []string{`gateway.yaml:25: route "demo": verify: secrets[0] is inline`})
+		eq(t, "pubsub.replay guard", route(t, cfg, "pubsub").ReplayGuard, false)
 	},
+	"replay_guard.yaml": func(t *testing.T, cfg *Config) {
+		eq(t, "config warnings", configWarnings(cfg), []string{
+			`gateway.yaml:92: route "allowed": idempotency.key: the first key source "header:X-GitHub-Delivery" is not covered by the github signature (header X-GitHub-Delivery is not signed) and idempotency.allow_unsigned_key is set, so nothing guards the route: a captured delivery sent again with a fresh key is forwarded again`,
+		})
+		want := map[string]bool{
+			"github-delivery": true, "github-delivery-then-body": true, "github-body": false,
+			"shopify-id": true, "webhook-id": false, "svix-id": true, "stripe-json": false,
+			"slack-signed-template": false, "slack-mixed-template": true,
+			"hmac-query": true, "hmac-form": false, "jwt-bound-json": false, "jwt-bound-header": true,
+			"none-header": false, "shadow": true, "off": false, "allowed": false,
+		}
+		eq(t, "routes", len(cfg.Routes), len(want))
+		for name, guard := range want {
+			eq(t, name+".replay guard", route(t, cfg, name).ReplayGuard, guard)
+		}
+	},
+}
+
+// warningsYAML are the warnings of testdata/good/warnings.yaml that config
+// itself gives.
+var warningsYAML = []string{
+	`gateway.yaml:2: trusted_proxies[1]: "0.0.0.0/0" trusts every client: anyone can set X-Forwarded-For; list only the addresses of your proxies`,
+	`gateway.yaml:2: trusted_proxies[2]: "::/0" trusts every client: anyone can set X-Forwarded-For; list only the addresses of your proxies`,
+	`gateway.yaml:13: route "pubsub": idempotency.key: the first key source "json:message.messageId" is not covered by the jwt signature (without jwt.body_hash_claim no part of the body is signed) and idempotency.allow_unsigned_key is set, so nothing guards the route: a captured delivery sent again with a fresh key is forwarded again`,
+}
+
+// configWarnings returns the warnings config gives itself, and
+// verifyWarnings those verify gave (which the real package words its own
+// way).
+func configWarnings(cfg *Config) []string {
+	var own []string
+	for _, w := range cfg.Warnings {
+		if !strings.Contains(w, ": verify: ") {
+			own = append(own, w)
+		}
+	}
+	return own
+}
+
+func verifyWarnings(cfg *Config) []string {
+	var out []string
+	for _, w := range cfg.Warnings {
+		if strings.Contains(w, ": verify: ") {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // TestGood loads every testdata/good file with the fake verify and dedupe

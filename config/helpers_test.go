@@ -37,9 +37,16 @@ type fakeVerifier struct{ scheme string }
 
 func (fakeVerifier) Verify(http.Header, []byte, time.Time) (string, error) { return "", nil }
 
+// fakeDigestVerifier is a fakeVerifier that is also a
+// verify.SignedDigester, as the real schemes that bind the body are.
+type fakeDigestVerifier struct{ fakeVerifier }
+
+func (fakeDigestVerifier) SignedDigest(http.Header, []byte) ([32]byte, bool) { return [32]byte{}, true }
+
 // fakeNew stands in for verify.New: it knows the schemes, requires a
 // secret (a key for jwt) whose variable is set, and warns about inline
-// secrets.
+// secrets. The schemes that bind the body (jwt only with body_hash_claim)
+// return a SignedDigester.
 func fakeNew(c verify.Config, env verify.Env) (verify.Verifier, []string, error) {
 	switch c.Scheme {
 	case "":
@@ -66,6 +73,9 @@ func fakeNew(c verify.Config, env verify.Env) (verify.Verifier, []string, error)
 			return nil, nil, fmt.Errorf("verify: secrets[%d]: %s is unset or empty: %w", i, s.SecretEnv, errFakeVerify)
 		}
 	}
+	if c.Scheme != "jwt" || c.JWT.BodyHashClaim != "" {
+		return fakeDigestVerifier{fakeVerifier{c.Scheme}}, warnings, nil
+	}
 	return fakeVerifier{c.Scheme}, warnings, nil
 }
 
@@ -77,7 +87,14 @@ func fakeParseKey(sources []string) (*dedupe.KeySpec, error) {
 		switch kind {
 		case "header":
 			name = http.CanonicalHeaderKey(name)
-		case "json", "form", "query", "template":
+		case "json", "form", "query":
+		case "template":
+			parts, err := fakeTemplate(name)
+			if err != nil {
+				return nil, fmt.Errorf("dedupe: %w: %w", err, errFakeKey)
+			}
+			k.Sources = append(k.Sources, dedupe.Source{Kind: kind, Name: name, Parts: parts})
+			continue
 		case "body":
 			if name != "sha256" {
 				return nil, fmt.Errorf("dedupe: unknown key source %q: %w", s, errFakeKey)
@@ -90,16 +107,31 @@ func fakeParseKey(sources []string) (*dedupe.KeySpec, error) {
 	return k, nil
 }
 
-func fakeKeyHeaders(k *dedupe.KeySpec) (names []string, onlyHeaders bool) {
-	onlyHeaders = true
-	for _, s := range k.Sources {
-		if s.Kind == "header" {
-			names = append(names, s.Name)
-		} else {
-			onlyHeaders = false
+// fakeTemplate splits a template such as "{json:type}:{header:X-Id}" into
+// its placeholders and literal parts.
+func fakeTemplate(text string) ([]dedupe.Source, error) {
+	var parts []dedupe.Source
+	for text != "" {
+		open := strings.IndexByte(text, '{')
+		if open < 0 {
+			parts = append(parts, dedupe.Source{Kind: dedupe.KindLiteral, Name: text})
+			break
 		}
+		if open > 0 {
+			parts = append(parts, dedupe.Source{Kind: dedupe.KindLiteral, Name: text[:open]})
+		}
+		end := strings.IndexByte(text, '}')
+		if end < open {
+			return nil, fmt.Errorf("unclosed placeholder in template %q", text)
+		}
+		kind, name, _ := strings.Cut(text[open+1:end], ":")
+		if kind == "header" {
+			name = http.CanonicalHeaderKey(name)
+		}
+		parts = append(parts, dedupe.Source{Kind: kind, Name: name})
+		text = text[end+1:]
 	}
-	return names, onlyHeaders
+	return parts, nil
 }
 
 func fakeSignedHeaders(scheme string) []string {
@@ -115,9 +147,9 @@ func fakeSignedHeaders(scheme string) []string {
 // useFakes replaces verify and dedupe with the fakes for the test.
 func useFakes(t *testing.T) {
 	t.Helper()
-	nv, pk, sh, kh := newVerifier, parseKey, signedHeaders, keyHeaders
-	newVerifier, parseKey, signedHeaders, keyHeaders = fakeNew, fakeParseKey, fakeSignedHeaders, fakeKeyHeaders
-	t.Cleanup(func() { newVerifier, parseKey, signedHeaders, keyHeaders = nv, pk, sh, kh })
+	nv, pk, sh := newVerifier, parseKey, signedHeaders
+	newVerifier, parseKey, signedHeaders = fakeNew, fakeParseKey, fakeSignedHeaders
+	t.Cleanup(func() { newVerifier, parseKey, signedHeaders = nv, pk, sh })
 }
 
 // realDeps fails the test, instead of crashing the binary, when verify or

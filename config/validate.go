@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ type builder struct {
 func (b *builder) build() {
 	b.checkListen()
 	b.checkTLS()
+	b.checkTrustedProxies()
 	b.checkAdmin()
 	b.checkStore()
 	b.checkDedupe()
@@ -76,6 +78,56 @@ func (b *builder) checkTLS() {
 		b.ps.list = append(b.ps.list, &Problem{File: b.ps.file, Line: line, Field: "tls",
 			Msg: fmt.Sprintf("cannot use %s and %s as a key pair: %v", t.CertFile, t.KeyFile, err), Err: err})
 	}
+}
+
+// checkTrustedProxies parses trusted_proxies into TrustedNets.
+func (b *builder) checkTrustedProxies() {
+	for i, s := range b.cfg.TrustedProxies {
+		line := b.line("trusted_proxies", i)
+		field := fmt.Sprintf("trusted_proxies[%d]", i)
+		p, err := parseTrustedProxy(s)
+		if err != nil {
+			b.ps.add(line, field, "%q %v", clip(s), err)
+			continue
+		}
+		if p.Bits() == 0 {
+			b.warnAt(line, field, fmt.Sprintf("%q trusts every client: anyone can set X-Forwarded-For; list only the addresses of your proxies", clip(s)))
+		}
+		b.cfg.TrustedNets = append(b.cfg.TrustedNets, p)
+	}
+}
+
+// parseTrustedProxy parses a bare IP address or a CIDR prefix. An
+// IPv4-mapped IPv6 address or prefix becomes its IPv4 form, and host bits
+// are cleared.
+func parseTrustedProxy(s string) (netip.Prefix, error) {
+	const want = `is not an IP address or CIDR prefix, such as "192.0.2.7" or "10.0.0.0/8"`
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		switch {
+		case err != nil:
+			return netip.Prefix{}, errors.New(want)
+		case a.Zone() != "":
+			return netip.Prefix{}, errors.New("must not have an IPv6 zone")
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, errors.New(want)
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
+}
+
+// warnAt records a warning about a top-level field.
+func (b *builder) warnAt(line int, field, msg string) {
+	p := Problem{File: b.ps.file, Line: line, Field: field, Msg: msg}
+	b.cfg.Warnings = append(b.cfg.Warnings, p.Error())
 }
 
 // resolvePath makes a relative path relative to the config's directory.
@@ -145,6 +197,9 @@ func (b *builder) checkStore() {
 	default:
 		b.ps.add(b.line("store", "on_error"), "store.on_error", "must be reject or forward, got %q", clip(s.OnError))
 	}
+	if s.Backend == "memory" && s.Memory.MaxBytes <= 0 {
+		b.ps.add(b.line("store", "memory", "max_bytes"), "store.memory.max_bytes", "must be positive, got %d", int64(s.Memory.MaxBytes))
+	}
 	if s.Backend != "redis" {
 		return
 	}
@@ -159,6 +214,15 @@ func (b *builder) checkStore() {
 	}
 	if r.DB < 0 {
 		b.ps.add(b.line("store", "redis", "db"), "store.redis.db", "must not be negative, got %d", r.DB)
+	}
+	if r.WaitReplicas < 0 {
+		b.ps.add(b.line("store", "redis", "wait_replicas"), "store.redis.wait_replicas", "must not be negative, got %d", r.WaitReplicas)
+	}
+	switch {
+	case r.WaitTimeout < 0:
+		b.ps.add(b.line("store", "redis", "wait_timeout"), "store.redis.wait_timeout", "must not be negative, got %v", r.WaitTimeout)
+	case r.WaitTimeout == 0 && r.WaitReplicas > 0:
+		b.ps.add(b.line("store", "redis", "wait_timeout"), "store.redis.wait_timeout", "must be positive when wait_replicas is above 0, got %v", r.WaitTimeout)
 	}
 	if r.PasswordEnv != "" {
 		r.Password = b.getenv(r.PasswordEnv)
@@ -468,8 +532,20 @@ func (b *builder) checkRouteSettings(i int) {
 	switch {
 	case r.Timeout <= 0:
 		b.routeError(i, []any{"timeout"}, "timeout", "must be positive, got %v", r.Timeout)
-	case lockTTL > 0 && r.Timeout >= lockTTL:
-		b.routeError(i, []any{"timeout"}, "timeout", "%v must be shorter than dedupe.lock_ttl (%v), or a slow upstream's lock expires and a retry is forwarded while the first copy is still in flight", r.Timeout, lockTTL)
+	case lockTTL > 0 && r.Timeout > lockTTL-LockMargin:
+		fix := "raise dedupe.lock_ttl"
+		if need := r.Timeout + LockMargin; need > r.Timeout { // else it overflows
+			fix = fmt.Sprintf("raise dedupe.lock_ttl to at least %v", need)
+		}
+		if lockTTL > LockMargin {
+			fix = fmt.Sprintf("use a timeout of at most %v or %s", lockTTL-LockMargin, fix)
+		}
+		b.routeError(i, []any{"timeout"}, "timeout",
+			"%v leaves less than %v of dedupe.lock_ttl (%v) for claiming and recording the key: the upstream's answer could arrive after the lock expired, and the next copy would be forwarded again; %s",
+			r.Timeout, LockMargin, lockTTL, fix)
+	}
+	if r.Retention < 0 {
+		b.routeError(i, []any{"retention"}, "retention", "must not be negative, got %v (0 uses dedupe.retention)", r.Retention)
 	}
 	if r.MaxBody <= 0 {
 		b.routeError(i, []any{"max_body"}, "max_body", "must be positive, got %d", int64(r.MaxBody))

@@ -95,6 +95,12 @@ func (v *bodyMAC) Verify(h http.Header, body []byte, now time.Time) (string, err
 	return verifyMACs(v.name, v.keys, now, &c, body)
 }
 
+// SignedDigest implements SignedDigester: the signature covers the body
+// alone, so the digest is the body's SHA-256.
+func (v *bodyMAC) SignedDigest(_ http.Header, body []byte) ([32]byte, bool) {
+	return signedDigest(body), true
+}
+
 func (v *bodyMAC) encoding() string {
 	if v.base64 {
 		return "base64"

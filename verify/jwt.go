@@ -50,6 +50,18 @@ type jwtVerifier struct {
 	anonymous bool // some key has no explicit id
 }
 
+// jwtBodyBound is the jwt verifier of a route with body_hash_claim: the
+// token binds the body, so it is a SignedDigester too.
+type jwtBodyBound struct{ *jwtVerifier }
+
+// SignedDigest implements SignedDigester: the digest of the body, whose
+// hash the token signs in body_hash_claim. The token itself is not part of
+// it, so a provider re-signing the same body (a retry with a fresh token)
+// gives the same digest.
+func (v jwtBodyBound) SignedDigest(_ http.Header, body []byte) ([32]byte, bool) {
+	return signedDigest(body), true
+}
+
 // jwtKey is one verification key: []byte (HS*), *rsa.PublicKey,
 // *ecdsa.PublicKey or ed25519.PublicKey.
 type jwtKey struct {
@@ -175,13 +187,11 @@ func newJWT(c Config, env Env) (*jwtVerifier, []string, error) {
 	}
 	for i, kc := range jc.Keys {
 		where := fmt.Sprintf("jwt.keys[%d]", i)
-		k, inline, err := loadJWTKey(where, strconv.Itoa(i), kc, env)
+		k, w, err := loadJWTKey(where, strconv.Itoa(i), kc, env)
 		if err != nil {
 			return nil, nil, err
 		}
-		if inline {
-			warnings = append(warnings, inlineWarning(where, k.id))
-		}
+		warnings = append(warnings, w...)
 		if !slices.ContainsFunc(v.algs, func(a string) bool { return keyFits(k.key, a) }) {
 			return nil, nil, fmt.Errorf("verify: jwt: %s is %s, which fits none of the algorithms %v", where, keyKind(k.key), v.algs)
 		}
@@ -220,6 +230,13 @@ func newJWT(c Config, env Env) (*jwtVerifier, []string, error) {
 	}
 	warnings = append(warnings, w...)
 
+	if jc.BodyHashClaim == "" {
+		warnings = append(warnings, "jwt.body_hash_claim is not set: no part of the body is authenticated, so anyone holding a valid token can send any body with it")
+	}
+	if jc.MaxAge == 0 {
+		warnings = append(warnings, "jwt.max_age is not set: a token is accepted until its exp, however far away; set max_age to bound how long a captured token stays usable")
+	}
+
 	v.opts = []jwt.ParserOption{jwt.WithValidMethods(v.algs), jwt.WithLeeway(jc.Leeway), jwt.WithIssuedAt()}
 	if jc.MaxAge == 0 {
 		v.opts = append(v.opts, jwt.WithExpirationRequired())
@@ -234,38 +251,39 @@ func newJWT(c Config, env Env) (*jwtVerifier, []string, error) {
 }
 
 // loadJWTKey loads one configured key: a PEM public key file or an HMAC
-// secret. A key without id gets autoID (its position).
-func loadJWTKey(where, autoID string, kc JWTKeyConfig, env Env) (k *jwtKey, inline bool, err error) {
+// secret. A key without id gets autoID (its position). An HMAC secret gets
+// the warnings of a signing secret (inline, short, readable file).
+func loadJWTKey(where, autoID string, kc JWTKeyConfig, env Env) (k *jwtKey, warnings []string, err error) {
 	k = &jwtKey{id: kc.ID, explicit: kc.ID != "", notBefore: kc.NotBefore, notAfter: kc.NotAfter}
 	if !k.explicit {
 		k.id = autoID
 	}
 	if !kc.NotBefore.IsZero() && !kc.NotAfter.IsZero() && !kc.NotBefore.Before(kc.NotAfter) {
-		return nil, false, fmt.Errorf("verify: %s: not_before must be earlier than not_after", where)
+		return nil, nil, fmt.Errorf("verify: %s: not_before must be earlier than not_after", where)
 	}
 	if kc.PEMFile != "" {
 		if kc.Secret != "" || kc.SecretEnv != "" || kc.SecretFile != "" {
-			return nil, false, fmt.Errorf("verify: %s: set only one of pem_file, secret, secret_env and secret_file", where)
+			return nil, nil, fmt.Errorf("verify: %s: set only one of pem_file, secret, secret_env and secret_file", where)
 		}
 		path := env.path(kc.PEMFile)
 		data, err := readKeyFile(path)
 		if err != nil {
-			return nil, false, fmt.Errorf("verify: %s: pem_file: cannot read %s: %w", where, path, unwrapPathErr(err))
+			return nil, nil, fmt.Errorf("verify: %s: pem_file: cannot read %s: %w", where, path, unwrapPathErr(err))
 		}
 		if k.key, err = parsePublicKeyPEM(data); err != nil {
-			return nil, false, fmt.Errorf("verify: %s: pem_file %s: %w", where, path, err)
+			return nil, nil, fmt.Errorf("verify: %s: pem_file %s: %w", where, path, err)
 		}
-		return k, false, nil
+		return k, nil, nil
 	}
 	if kc.Secret == "" && kc.SecretEnv == "" && kc.SecretFile == "" {
-		return nil, false, fmt.Errorf("verify: %s: no key source: set pem_file, secret_env, secret_file or secret", where)
+		return nil, nil, fmt.Errorf("verify: %s: no key source: set pem_file, secret_env, secret_file or secret", where)
 	}
-	raw, inline, err := resolveValue(where, kc.Secret, kc.SecretEnv, kc.SecretFile, env)
+	v, err := resolveValue(where, kc.Secret, kc.SecretEnv, kc.SecretFile, env)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
-	k.key = raw
-	return k, inline, nil
+	k.key = v.key
+	return k, v.warnings(where, k.id), nil
 }
 
 // parsePublicKeyPEM reads the first PEM block that holds a public key:

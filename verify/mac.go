@@ -185,17 +185,31 @@ func unhex(b byte) (byte, bool) {
 
 // header returns the first value of the header named canon (already in
 // canonical form), falling back to a case-insensitive scan for maps that
-// were built by hand. Surrounding spaces are trimmed.
+// were built by hand. Surrounding spaces and tabs (HTTP's optional
+// whitespace) are trimmed, and nothing else: a header read as an
+// idempotency key is trimmed the same way, so the key is always derived
+// from exactly the value that was signed.
 func header(h http.Header, canon string) string {
 	if v := h[canon]; len(v) > 0 {
-		return strings.TrimSpace(v[0])
+		return trimOWS(v[0])
 	}
 	for k, v := range h {
 		if len(v) > 0 && strings.EqualFold(k, canon) {
-			return strings.TrimSpace(v[0])
+			return trimOWS(v[0])
 		}
 	}
 	return ""
+}
+
+// trimOWS removes leading and trailing spaces and tabs.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // checkTimestamp parses ts (decimal Unix seconds, digits only) and checks it

@@ -35,7 +35,14 @@ func build(c Config, env Env) (scheme, []string, error) {
 	case "slack":
 		return ret(newSlack(c, env))
 	case "jwt":
-		return ret(newJWT(c, env))
+		v, warnings, err := newJWT(c, env)
+		if err != nil {
+			return nil, nil, err
+		}
+		if v.cfg.BodyHashClaim != "" {
+			return jwtBodyBound{v}, warnings, nil
+		}
+		return v, warnings, nil
 	}
 	return nil, nil, fmt.Errorf("verify: unknown scheme %q (valid: %s)", c.Scheme, strings.Join(schemeNames, ", "))
 }
@@ -52,7 +59,10 @@ func ret[S scheme](s S, warnings []string, err error) (scheme, []string, error) 
 // New compiles c: it resolves secrets (env, file, inline), loads keys, and
 // rejects an empty or unknown scheme, a block with no active secret, an unset
 // secret variable, and (jwt) "none" or a key of the wrong family. Warnings
-// (inline secret, expired secret) are returned for the config's log.
+// are returned for the config's log: an inline, short, expired or
+// group-readable secret; (jwt) no body_hash_claim, no max_age, JWKS keys
+// skipped. Each names the secret's field, id and variable or file, never
+// its value.
 func New(c Config, env Env) (v Verifier, warnings []string, err error) {
 	s, warnings, err := build(c, env)
 	if err != nil {
@@ -84,16 +94,40 @@ func NewSigner(c Config, env Env, signKey []byte) (Signer, error) {
 	return s.signer(signKey)
 }
 
-// SignedHeaders lists the request headers the scheme's signature covers
-// (e.g. webhook-id for standard-webhooks); nil when only the body is signed.
+// SignedHeaders lists the request headers whose value the scheme's
+// signature binds on every delivery that verifies: when such a header is
+// present and not empty, Verify refuses the delivery unless the value it
+// signed is exactly that header's value (surrounding spaces and tabs
+// trimmed). nil when no header is bound this way.
+//
+// For standard-webhooks these are webhook-id and webhook-timestamp only. A
+// delivery with any webhook-* header is verified on the webhook-* headers
+// alone, so svix-id and svix-timestamp may carry anything beside a valid
+// webhook-* signature: they are not bound. (A key of "header:webhook-id"
+// then "header:svix-id" is still always the signed id: svix-id is only read
+// when webhook-id is absent, and then the svix-* headers are the ones
+// verified.)
 func SignedHeaders(scheme string) []string {
 	switch scheme {
 	case "standard-webhooks":
-		return []string{"webhook-id", "svix-id", "webhook-timestamp", "svix-timestamp"}
+		return []string{"webhook-id", "webhook-timestamp"}
 	case "slack":
 		return []string{"X-Slack-Request-Timestamp"}
 	}
 	return nil
+}
+
+// SignsBody reports whether a delivery that verifies under c has the raw
+// body it was signed with: every scheme but none, and jwt only when
+// jwt.body_hash_claim is set.
+func SignsBody(c Config) bool {
+	switch c.Scheme {
+	case "none", "":
+		return false
+	case "jwt":
+		return c.JWT.BodyHashClaim != ""
+	}
+	return true
 }
 
 // none is the explicit "no verification" scheme.

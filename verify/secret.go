@@ -3,8 +3,10 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +26,15 @@ type Secret struct {
 	// NotAfter: the secret is not tried from this instant on. Zero: never
 	// expires.
 	NotAfter time.Time
+
+	// from says where the value came from, for warnings: "inline",
+	// "secret_env NAME" or "secret_file PATH".
+	from string
 }
+
+// MinSecretLen is the shortest signing secret (or HMAC key) that loads
+// without a warning, in bytes.
+const MinSecretLen = 16
 
 // Active reports whether s may be tried at now: not before NotBefore and
 // strictly before NotAfter.
@@ -41,10 +51,11 @@ func activeAt(notBefore, notAfter, now time.Time) bool {
 
 // ResolveSecrets resolves a verify block's secrets: it reads each from the
 // environment (secret_env), a file (secret_file, relative to env.Dir) or the
-// inline value (which yields a warning), assigns positional IDs, and checks
-// that at least one secret is active at env.Now. A secret already past its
-// not_after while another is active is a warning. Errors name the field and
-// the variable or file at fault, never a secret's value.
+// inline value, assigns positional IDs, and checks that at least one secret
+// is active at env.Now. Warnings: an inline secret; a secret shorter than
+// MinSecretLen bytes; a secret_file that its group or others may read; a
+// secret already past its not_after while another is active. Errors and
+// warnings name the field and the variable or file, never a secret's value.
 func ResolveSecrets(cs []SecretConfig, env Env) ([]Secret, []string, error) {
 	if len(cs) == 0 {
 		return nil, nil, errors.New("verify: secrets: at least one secret is required")
@@ -62,17 +73,15 @@ func ResolveSecrets(cs []SecretConfig, env Env) ([]Secret, []string, error) {
 			return nil, nil, fmt.Errorf("verify: %s: id %q is already used by secrets[%d]", field, id, j)
 		}
 		seen[id] = i
-		key, inline, err := resolveValue(field, sc.Secret, sc.SecretEnv, sc.SecretFile, env)
+		v, err := resolveValue(field, sc.Secret, sc.SecretEnv, sc.SecretFile, env)
 		if err != nil {
 			return nil, nil, err
 		}
-		if inline {
-			warnings = append(warnings, inlineWarning(field, id))
-		}
+		warnings = append(warnings, v.warnings(field, id)...)
 		if !sc.NotBefore.IsZero() && !sc.NotAfter.IsZero() && !sc.NotBefore.Before(sc.NotAfter) {
 			return nil, nil, fmt.Errorf("verify: %s: not_before must be earlier than not_after", field)
 		}
-		out = append(out, Secret{ID: id, Key: key, NotBefore: sc.NotBefore, NotAfter: sc.NotAfter})
+		out = append(out, Secret{ID: id, Key: v.key, NotBefore: sc.NotBefore, NotAfter: sc.NotAfter, from: v.from})
 	}
 	w, err := checkActive("secret", len(out), func(i int) (string, time.Time, time.Time) {
 		return out[i].ID, out[i].NotBefore, out[i].NotAfter
@@ -107,40 +116,72 @@ func inlineWarning(field, id string) string {
 	return fmt.Sprintf("route uses an inline secret (%s, id %q): keep it in secret_env or secret_file outside demos (demo only)", field, id)
 }
 
+// shortSecretWarning warns about a secret of n bytes, n < MinSecretLen;
+// what is "is only" or "decodes to only".
+func shortSecretWarning(field, id, from, what string, n int) string {
+	return fmt.Sprintf("%s (id %q, %s) %s %d bytes long; a short secret can be guessed: use at least %d random bytes",
+		field, id, from, what, n, MinSecretLen)
+}
+
+// value is a resolved secret and where it came from.
+type value struct {
+	key    []byte
+	inline bool
+	from   string      // "inline", "secret_env NAME" or "secret_file PATH"
+	mode   fs.FileMode // permission bits of a secret_file; 0 otherwise
+}
+
+// warnings returns the warnings about v as the secret field (id id): an
+// inline value, a value shorter than MinSecretLen, a secret_file its group
+// or others may read.
+func (v value) warnings(field, id string) []string {
+	var w []string
+	if v.inline {
+		w = append(w, inlineWarning(field, id))
+	}
+	if len(v.key) < MinSecretLen {
+		w = append(w, shortSecretWarning(field, id, v.from, "is only", len(v.key)))
+	}
+	if v.mode&0o044 != 0 && runtime.GOOS != "windows" {
+		w = append(w, fmt.Sprintf("%s (id %q): %s is readable by its group or others (mode %04o); restrict it to the gateway's user (chmod 600)",
+			field, id, v.from, v.mode))
+	}
+	return w
+}
+
 // resolveValue returns the bytes of exactly one of an inline value, an
-// environment variable and a file. inline reports that the inline value was
-// used.
-func resolveValue(field, value, envName, file string, env Env) (key []byte, inline bool, err error) {
+// environment variable and a file.
+func resolveValue(field, inline, envName, file string, env Env) (value, error) {
 	n := 0
-	for _, s := range []string{value, envName, file} {
+	for _, s := range []string{inline, envName, file} {
 		if s != "" {
 			n++
 		}
 	}
 	switch {
 	case n == 0:
-		return nil, false, fmt.Errorf("verify: %s: one of secret, secret_env or secret_file is required", field)
+		return value{}, fmt.Errorf("verify: %s: one of secret, secret_env or secret_file is required", field)
 	case n > 1:
-		return nil, false, fmt.Errorf("verify: %s: set only one of secret, secret_env and secret_file", field)
-	case value != "":
-		return []byte(value), true, nil
+		return value{}, fmt.Errorf("verify: %s: set only one of secret, secret_env and secret_file", field)
+	case inline != "":
+		return value{key: []byte(inline), inline: true, from: "inline"}, nil
 	case envName != "":
 		v := env.getenv(envName)
 		if v == "" {
-			return nil, false, fmt.Errorf("verify: %s: secret_env: environment variable %s is unset or empty", field, envName)
+			return value{}, fmt.Errorf("verify: %s: secret_env: environment variable %s is unset or empty", field, envName)
 		}
-		return []byte(v), false, nil
+		return value{key: []byte(v), from: "secret_env " + envName}, nil
 	default:
 		path := env.path(file)
-		b, err := readKeyFile(path)
+		b, mode, err := readKeyFileMode(path)
 		if err != nil {
-			return nil, false, fmt.Errorf("verify: %s: secret_file: cannot read %s: %w", field, path, unwrapPathErr(err))
+			return value{}, fmt.Errorf("verify: %s: secret_file: cannot read %s: %w", field, path, unwrapPathErr(err))
 		}
 		b = trimNewline(b)
 		if len(b) == 0 {
-			return nil, false, fmt.Errorf("verify: %s: secret_file: %s is empty", field, path)
+			return value{}, fmt.Errorf("verify: %s: secret_file: %s is empty", field, path)
 		}
-		return b, false, nil
+		return value{key: b, from: "secret_file " + path, mode: mode}, nil
 	}
 }
 

@@ -1,6 +1,10 @@
 package verify
 
 import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -8,17 +12,17 @@ import (
 
 func TestResolveSecrets(t *testing.T) {
 	t.Run("sources", func(t *testing.T) {
-		env := testEnv(t, map[string]string{"ORDERS_SECRET": "from-env"})
-		writeFile(t, env.Dir, "secret.txt", "from-file\n")
+		env := testEnv(t, map[string]string{"ORDERS_SECRET": "from-env-0123456789"})
+		writeFile(t, env.Dir, "secret.txt", "from-file-0123456789\n")
 		got, warnings, err := ResolveSecrets([]SecretConfig{
 			{SecretEnv: "ORDERS_SECRET"},
 			{SecretFile: "secret.txt"},
-			{ID: "demo", Secret: "inline-value"},
+			{ID: "demo", Secret: "inline-value-0123456789"},
 		}, env)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []struct{ id, key string }{{"0", "from-env"}, {"1", "from-file"}, {"demo", "inline-value"}}
+		want := []struct{ id, key string }{{"0", "from-env-0123456789"}, {"1", "from-file-0123456789"}, {"demo", "inline-value-0123456789"}}
 		for i, w := range want {
 			if got[i].ID != w.id || string(got[i].Key) != w.key {
 				t.Errorf("secret %d = %q/%q, want %q/%q", i, got[i].ID, got[i].Key, w.id, w.key)
@@ -85,7 +89,7 @@ func TestResolveSecrets(t *testing.T) {
 	}
 
 	t.Run("expired while another is active warns", func(t *testing.T) {
-		env := testEnv(t, map[string]string{"NEW": "n", "OLD": "o"})
+		env := testEnv(t, map[string]string{"NEW": "new-secret-0123456789", "OLD": "old-secret-0123456789"})
 		got, warnings, err := ResolveSecrets([]SecretConfig{
 			{ID: "new", SecretEnv: "NEW"},
 			{ID: "old", SecretEnv: "OLD", NotAfter: now.Add(-time.Minute)},
@@ -176,21 +180,38 @@ func TestNew(t *testing.T) {
 }
 
 func TestSignedHeaders(t *testing.T) {
-	got := SignedHeaders("standard-webhooks")
-	for _, want := range []string{"webhook-id", "svix-id"} {
-		found := false
-		for _, g := range got {
-			if strings.EqualFold(g, want) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("SignedHeaders(standard-webhooks) = %v, missing %s", got, want)
-		}
+	// svix-* is verified only when no webhook-* header is present, so a
+	// svix-id beside valid webhook-* headers is not bound.
+	if got := SignedHeaders("standard-webhooks"); !slices.Equal(got, []string{"webhook-id", "webhook-timestamp"}) {
+		t.Errorf("SignedHeaders(standard-webhooks) = %v", got)
+	}
+	if got := SignedHeaders("slack"); !slices.Equal(got, []string{"X-Slack-Request-Timestamp"}) {
+		t.Errorf("SignedHeaders(slack) = %v", got)
 	}
 	for _, s := range []string{"github", "stripe", "shopify", "hmac", "jwt", "none"} {
 		if h := SignedHeaders(s); h != nil {
 			t.Errorf("SignedHeaders(%s) = %v, want nil", s, h)
+		}
+	}
+}
+
+func TestSignsBody(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want bool
+	}{
+		{Config{Scheme: "none"}, false},
+		{Config{Scheme: "jwt"}, false},
+		{Config{Scheme: "jwt", JWT: JWTConfig{BodyHashClaim: "request_body_sha256"}}, true},
+		{Config{Scheme: "hmac"}, true},
+		{Config{Scheme: "github"}, true},
+		{Config{Scheme: "shopify"}, true},
+		{Config{Scheme: "stripe"}, true},
+		{Config{Scheme: "slack"}, true},
+		{Config{Scheme: "standard-webhooks"}, true},
+	} {
+		if got := SignsBody(tc.c); got != tc.want {
+			t.Errorf("SignsBody(%s, body_hash_claim %q) = %v, want %v", tc.c.Scheme, tc.c.JWT.BodyHashClaim, got, tc.want)
 		}
 	}
 }
@@ -216,5 +237,101 @@ func TestKeyFilesMustBeRegular(t *testing.T) {
 				t.Fatalf("err = %v, want a refusal of /dev/zero", err)
 			}
 		})
+	}
+}
+
+// TestSecretWarnings: short secrets and secret files others may read are
+// warnings that name the secret and where it came from, never its value.
+func TestSecretWarnings(t *testing.T) {
+	env := testEnv(t, map[string]string{"SHORT": "short-value", "LONG": "long-enough-value-0123"})
+	writeFile(t, env.Dir, "private.txt", "private-file-value-0123\n")
+	open := writeFile(t, env.Dir, "open.txt", "open-file-value-0123\n")
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, env.Dir, "short.txt", "tiny\n")
+	if err := os.Chmod(filepath.Join(env.Dir, "short.txt"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, warnings, err := ResolveSecrets([]SecretConfig{
+		{ID: "a", SecretEnv: "SHORT"},
+		{ID: "b", SecretEnv: "LONG"},
+		{ID: "c", SecretFile: "private.txt"},
+		{ID: "d", SecretFile: "open.txt"},
+		{ID: "e", SecretFile: "short.txt"},
+	}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`secrets[0] (id "a", secret_env SHORT) is only 11 bytes long; a short secret can be guessed: use at least 16 random bytes`,
+		`secrets[3] (id "d"): secret_file ` + open + ` is readable by its group or others (mode 0644); restrict it to the gateway's user (chmod 600)`,
+		`secrets[4] (id "e", secret_file ` + filepath.Join(env.Dir, "short.txt") + `) is only 4 bytes long; a short secret can be guessed: use at least 16 random bytes`,
+		`secrets[4] (id "e"): secret_file ` + filepath.Join(env.Dir, "short.txt") + ` is readable by its group or others (mode 0640); restrict it to the gateway's user (chmod 600)`,
+	}
+	if !slices.Equal(warnings, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warnings, "\n"), strings.Join(want, "\n"))
+	}
+	for _, v := range []string{"short-value", "long-enough", "private-file", "open-file", "tiny"} {
+		if strings.Contains(strings.Join(warnings, "\n"), v) {
+			t.Errorf("a warning contains the secret %q", v)
+		}
+	}
+
+	t.Run("jwt HMAC key", func(t *testing.T) {
+		_, w, err := New(Config{Scheme: "jwt", JWT: JWTConfig{Algorithms: []string{"HS256"}, Keys: []JWTKeyConfig{{ID: "k", SecretEnv: "SHORT"}},
+			MaxAge: time.Minute, BodyHashClaim: "body_sha256"}}, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{`jwt.keys[0] (id "k", secret_env SHORT) is only 11 bytes long; a short secret can be guessed: use at least 16 random bytes`}
+		if !slices.Equal(w, want) {
+			t.Errorf("warnings %q, want %q", w, want)
+		}
+	})
+	t.Run("standard-webhooks key decodes short", func(t *testing.T) {
+		env := testEnv(t, map[string]string{
+			"SW_SHORT": "whsec_" + base64.StdEncoding.EncodeToString([]byte("8 bytes!")),
+			"SW_OK":    "whsec_" + base64.StdEncoding.EncodeToString([]byte("sixteen bytes ok")),
+		})
+		_, w, err := New(Config{Scheme: "standard-webhooks", Secrets: []SecretConfig{{ID: "s", SecretEnv: "SW_SHORT"}, {ID: "ok", SecretEnv: "SW_OK"}}}, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{`secrets[0] (id "s", secret_env SW_SHORT) decodes to only 8 bytes long; a short secret can be guessed: use at least 16 random bytes`}
+		if !slices.Equal(w, want) {
+			t.Errorf("warnings %q, want %q", w, want)
+		}
+	})
+}
+
+// TestJWTWarnings: a jwt route that does not bind the body, or accepts a
+// token until its exp, is warned about.
+func TestJWTWarnings(t *testing.T) {
+	k := getKeys(t)
+	env := testEnv(t, nil)
+	writeFile(t, env.Dir, "rsa.pub", pemPublic(t, &k.rsa.PublicKey))
+	const (
+		noBody = "jwt.body_hash_claim is not set: no part of the body is authenticated, so anyone holding a valid token can send any body with it"
+		noAge  = "jwt.max_age is not set: a token is accepted until its exp, however far away; set max_age to bound how long a captured token stays usable"
+	)
+	for _, tc := range []struct {
+		maxAge time.Duration
+		claim  string
+		want   []string
+	}{
+		{0, "", []string{noBody, noAge}},
+		{time.Minute, "", []string{noBody}},
+		{0, "request_body_sha256", []string{noAge}},
+		{time.Minute, "request_body_sha256", nil},
+	} {
+		_, w, err := New(Config{Scheme: "jwt", JWT: JWTConfig{Algorithms: []string{"RS256"}, Keys: []JWTKeyConfig{{PEMFile: "rsa.pub"}},
+			MaxAge: tc.maxAge, BodyHashClaim: tc.claim}}, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(w, tc.want) {
+			t.Errorf("max_age %v, body_hash_claim %q: warnings %q, want %q", tc.maxAge, tc.claim, w, tc.want)
+		}
 	}
 }

@@ -50,6 +50,16 @@ func (v *slack) Verify(h http.Header, body []byte, now time.Time) (string, error
 	return verifyMACs("slack", v.keys, now, &c, body, "v0:", ts, ":")
 }
 
+// SignedDigest implements SignedDigester: the digest of
+// "v0:{X-Slack-Request-Timestamp}:{body}".
+func (v *slack) SignedDigest(h http.Header, body []byte) ([32]byte, bool) {
+	ts := header(h, slackTimestampHeader)
+	if ts == "" {
+		return [32]byte{}, false
+	}
+	return signedDigest(body, "v0:", ts, ":"), true
+}
+
 func (v *slack) signer(signKey []byte) (Signer, error) {
 	return &slackSigner{v: v, override: overrideKey(v.keys, signKey)}, nil
 }

@@ -73,6 +73,11 @@ func newStandardWebhooks(c Config, env Env) (*standardWebhooks, []string, error)
 			if err != nil {
 				return nil, nil, fmt.Errorf("verify: standard-webhooks: secrets[%d] (id %q): %w", i, s.ID, err)
 			}
+			if len(raw) < MinSecretLen && len(s.Key) >= MinSecretLen {
+				// ResolveSecrets judged the encoded text; the key is what
+				// it decodes to.
+				warnings = append(warnings, shortSecretWarning(fmt.Sprintf("secrets[%d]", i), s.ID, s.from, "decodes to only", len(raw)))
+			}
 			k.mac = newMACKey(s, raw, sha256.New)
 		}
 		v.keys = append(v.keys, k)
@@ -94,13 +99,7 @@ func swDecodeSecret(s string) ([]byte, error) {
 
 // Verify implements Verifier.
 func (v *standardWebhooks) Verify(h http.Header, body []byte, now time.Time) (string, error) {
-	var id, ts, sig string
-	for _, names := range swHeaders {
-		id, ts, sig = header(h, names[0]), header(h, names[1]), header(h, names[2])
-		if id != "" || ts != "" || sig != "" {
-			break
-		}
-	}
+	id, ts, sig := swFields(h)
 	if id == "" || ts == "" || sig == "" {
 		return "", fail("standard-webhooks", ErrMissing, "webhook-id, webhook-timestamp or webhook-signature header missing")
 	}
@@ -172,6 +171,32 @@ func (v *standardWebhooks) Verify(h http.Header, body []byte, now time.Time) (st
 		return "", fail("standard-webhooks", ErrNoActiveSecret, "no secret is active")
 	}
 	return "", fail("standard-webhooks", ErrMismatch, "no signature matches an active secret")
+}
+
+// swFields returns the id, timestamp and signature of the first header
+// family (webhook-*, then svix-*) of which any header is present. A
+// delivery carrying any webhook-* header is therefore verified on its
+// webhook-* headers alone, and its svix-* headers are not signed.
+func swFields(h http.Header) (id, ts, sig string) {
+	for _, names := range swHeaders {
+		id, ts, sig = header(h, names[0]), header(h, names[1]), header(h, names[2])
+		if id != "" || ts != "" || sig != "" {
+			break
+		}
+	}
+	return id, ts, sig
+}
+
+// SignedDigest implements SignedDigester: the digest of
+// "{id}.{timestamp}.{body}", read from the same header family as Verify
+// reads them. The signature header (any number of v1 and v1a entries) is
+// not part of it.
+func (v *standardWebhooks) SignedDigest(h http.Header, body []byte) ([32]byte, bool) {
+	id, ts, _ := swFields(h)
+	if id == "" || ts == "" {
+		return [32]byte{}, false
+	}
+	return signedDigest(body, id, ".", ts, "."), true
 }
 
 func swMessage(dst []byte, id, ts string, body []byte) []byte {

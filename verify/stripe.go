@@ -34,50 +34,84 @@ func (v *stripe) Verify(h http.Header, body []byte, now time.Time) (string, erro
 	if hv == "" {
 		return "", fail("stripe", ErrMissing, "Stripe-Signature header missing")
 	}
+	var c candidates
+	p, err := parseStripeHeader(hv, &c)
+	if err != nil {
+		return "", err
+	}
+	if err := checkTimestamp("stripe", p.ts, now, v.tol); err != nil {
+		return "", err
+	}
+	if c.n == 0 {
+		if p.otherSignatures && !p.badV1 {
+			return "", fail("stripe", ErrMismatch, "no v1 signature (other schemes do not count)")
+		}
+		return "", fail("stripe", ErrMalformed, "no valid v1 signature")
+	}
+	return verifyMACs("stripe", v.keys, now, &c, body, p.ts, ".")
+}
+
+// SignedDigest implements SignedDigester: the digest of "{t}.{body}", with
+// t read from Stripe-Signature exactly as Verify reads it. The v1 (and any
+// other) signatures in the header are not part of it.
+func (v *stripe) SignedDigest(h http.Header, body []byte) ([32]byte, bool) {
+	hv := header(h, stripeHeader)
+	if hv == "" {
+		return [32]byte{}, false
+	}
+	p, err := parseStripeHeader(hv, nil)
+	if err != nil || p.ts == "" {
+		return [32]byte{}, false
+	}
+	return signedDigest(body, p.ts, "."), true
+}
+
+// stripeFields is what parseStripeHeader found.
+type stripeFields struct {
+	ts              string // the t= value ("" when absent)
+	badV1           bool   // some v1 value is not valid hex
+	otherSignatures bool   // items other than t and v1 (v0, unknown schemes)
+}
+
+// parseStripeHeader splits "t=<unix>,v1=<hex>[,...]" and adds each v1
+// signature to c (when c is not nil).
+func parseStripeHeader(hv string, c *candidates) (stripeFields, error) {
 	var (
-		c               candidates
-		ts              string
-		haveTS, badV1   bool
-		otherSignatures bool
-		rest, item      = hv, ""
-		more            = true
+		p          stripeFields
+		haveTS     bool
+		rest, item = hv, ""
+		more       = true
 	)
 	for more {
 		item, rest, more = strings.Cut(rest, ",")
 		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || strings.Contains(val, "=") {
-			return "", fail("stripe", ErrMalformed, "header item is not key=value")
+			return p, fail("stripe", ErrMalformed, "header item is not key=value")
 		}
 		switch k {
 		case "t":
 			if haveTS {
-				return "", fail("stripe", ErrMalformed, "timestamp given twice")
+				return p, fail("stripe", ErrMalformed, "timestamp given twice")
 			}
-			ts, haveTS = val, true
+			p.ts, haveTS = val, true
 		case "v1":
+			if c == nil {
+				continue
+			}
 			if c.full() {
-				return "", fail("stripe", ErrMalformed, "too many signatures")
+				return p, fail("stripe", ErrMalformed, "too many signatures")
 			}
 			if !c.addHex(val) {
-				badV1 = true
+				p.badV1 = true
 			}
 		default:
-			otherSignatures = true
+			p.otherSignatures = true
 		}
 	}
 	if !haveTS {
-		return "", fail("stripe", ErrMalformed, "timestamp (t=) missing")
+		return p, fail("stripe", ErrMalformed, "timestamp (t=) missing")
 	}
-	if err := checkTimestamp("stripe", ts, now, v.tol); err != nil {
-		return "", err
-	}
-	if c.n == 0 {
-		if otherSignatures && !badV1 {
-			return "", fail("stripe", ErrMismatch, "no v1 signature (other schemes do not count)")
-		}
-		return "", fail("stripe", ErrMalformed, "no valid v1 signature")
-	}
-	return verifyMACs("stripe", v.keys, now, &c, body, ts, ".")
+	return p, nil
 }
 
 func (v *stripe) signer(signKey []byte) (Signer, error) {

@@ -9,7 +9,10 @@
 // shopify, slack, jwt and the explicit none. Every active secret is tried
 // against every signature a header carries, so a provider rotating its
 // secret (two signatures, or two secrets with not_before/not_after windows)
-// keeps verifying; Verify returns the ID of the secret that matched.
+// keeps verifying; Verify returns the ID of the secret that matched. The
+// schemes whose signature binds the body also implement SignedDigester, a
+// digest of exactly the signed bytes that the gateway can remember to
+// refuse a signed request replayed under another idempotency key.
 // Comparisons are constant-time, the HMAC schemes reuse pooled keyed hashes
 // and do not allocate on the hot path, and a Verify error wraps one of the
 // Err* reasons with generic context only: it never contains a secret or a
@@ -45,7 +48,8 @@ type Config struct {
 }
 
 // SecretConfig is one signing secret. Exactly one of Secret, SecretEnv and
-// SecretFile is set.
+// SecretFile is set. New warns about a secret shorter than MinSecretLen
+// bytes and about a SecretFile its group or others may read.
 type SecretConfig struct {
 	// ID labels the secret in webhook_signature_verified_total{secret_id}.
 	ID string `yaml:"id"`
@@ -81,10 +85,12 @@ type JWTConfig struct {
 	// Leeway applied to exp, nbf and iat. Zero: none.
 	Leeway time.Duration `yaml:"leeway"`
 	// MaxAge rejects tokens whose iat is older; iat is then required. Zero:
-	// not checked, and exp is required instead.
+	// not checked, and exp is required instead (New warns: a token is then
+	// accepted until its exp).
 	MaxAge time.Duration `yaml:"max_age"`
 	// BodyHashClaim names a claim holding the lowercase hex SHA-256 of the
-	// raw body (Plaid: request_body_sha256). Empty: the body is not bound.
+	// raw body (Plaid: request_body_sha256); the verifier is then a
+	// SignedDigester. Empty: the body is not bound, and New warns.
 	BodyHashClaim string `yaml:"body_hash_claim"`
 }
 
@@ -126,6 +132,25 @@ type Verifier interface {
 	// Verify returns the ID of the secret that matched, or an error wrapping
 	// one of the Err* reasons below.
 	Verify(h http.Header, body []byte, now time.Time) (secretID string, err error)
+}
+
+// SignedDigester is implemented by verifiers whose signature binds the
+// signed bytes: hmac, github, shopify, stripe, slack, standard-webhooks (v1
+// and v1a), and jwt when body_hash_claim is set. SignedDigest returns the
+// SHA-256 of exactly the bytes the signature covers: the body for hmac,
+// github, shopify and jwt; "{t}.{body}" for stripe; "v0:{timestamp}:{body}"
+// for slack; "{id}.{timestamp}.{body}" for standard-webhooks. Every copy of
+// one signed request has the same digest, whatever else differs (extra
+// signatures in a multi-signature header, the case of hex digits, headers
+// the signature does not cover), and any change to a signed byte changes
+// it. ok is false when h lacks what the signature covers (a timestamp or an
+// id).
+//
+// It is meant to be called after Verify succeeded on the same h and body;
+// on any other input it returns some digest or ok false, and never panics.
+// It does not allocate.
+type SignedDigester interface {
+	SignedDigest(h http.Header, body []byte) (digest [32]byte, ok bool)
 }
 
 // Signer adds to h the headers that make body verify under the scheme, with

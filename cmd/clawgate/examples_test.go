@@ -52,12 +52,20 @@ func TestProviderExamplesInGatewayYAMLLoad(t *testing.T) {
 	writeJWKS(t, filepath.Join(dir, "keys", "google.jwks.json"), rsaJWK(t))
 	env := map[string]string{
 		"SVIX_SECRET":               "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")),
-		"GITHUB_WEBHOOK_SECRET":     "gh-secret",
-		"STRIPE_WEBHOOK_SECRET":     "whsec_new",
-		"STRIPE_WEBHOOK_SECRET_OLD": "whsec_old",
-		"SHOPIFY_CLIENT_SECRET":     "shp-secret",
-		"SLACK_SIGNING_SECRET":      "slack-secret",
+		"GITHUB_WEBHOOK_SECRET":     "gh-secret-0123456789",
+		"STRIPE_WEBHOOK_SECRET":     "whsec_new-0123456789",
+		"STRIPE_WEBHOOK_SECRET_OLD": "whsec_old-0123456789",
+		"SHOPIFY_CLIENT_SECRET":     "shp-secret-0123456789",
+		"SLACK_SIGNING_SECRET":      "slack-secret-0123456789",
 	}
+	// The warnings an example documents, as parts of their text; any other
+	// warning fails the test.
+	expected := map[string][]string{
+		"pubsub": {"no part of the body is authenticated", "allow_unsigned_key is set"},
+	}
+	// The examples keyed on an id the signature does not cover, which the
+	// gateway guards against replays under fresh ids.
+	guarded := map[string]bool{"github": true, "shopify": true}
 	for _, ex := range examples {
 		name := strings.Fields(ex)[2]
 		t.Run(name, func(t *testing.T) {
@@ -66,8 +74,23 @@ func TestProviderExamplesInGatewayYAMLLoad(t *testing.T) {
 			if err != nil {
 				t.Fatalf("example route does not load:\n%s\n%v", doc, err)
 			}
+			if got := cfg.Routes[0].ReplayGuard; got != guarded[name] {
+				t.Errorf("replay guard %v, want %v", got, guarded[name])
+			}
+			want := expected[name]
+		warnings:
 			for _, w := range cfg.Warnings {
+				for _, part := range want {
+					if strings.Contains(w, part) {
+						continue warnings
+					}
+				}
 				t.Errorf("warning: %s", w)
+			}
+			for _, part := range want {
+				if !strings.Contains(strings.Join(cfg.Warnings, "\n"), part) {
+					t.Errorf("no warning mentions %q", part)
+				}
 			}
 		})
 	}
