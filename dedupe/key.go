@@ -9,13 +9,15 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 )
 
 // Errors from KeySpec.Derive.
 var (
 	// ErrNoKey: no source yielded a key.
 	ErrNoKey = errors.New("dedupe: no idempotency key")
-	// ErrBadKey: the key is longer than 255 bytes or has control characters.
+	// ErrBadKey: the key is longer than 255 bytes, is not UTF-8, or has
+	// control, separator or bidirectional formatting characters.
 	ErrBadKey = errors.New("dedupe: invalid idempotency key")
 )
 
@@ -41,7 +43,8 @@ const MaxJSONSources = 64
 // errors.Is(err, ErrBadKey) still holds.
 var (
 	errTooLong = fmt.Errorf("%w: longer than %d bytes", ErrBadKey, MaxKeyLen)
-	errControl = fmt.Errorf("%w: contains control characters", ErrBadKey)
+	errControl = fmt.Errorf("%w: contains control, separator or bidirectional formatting characters", ErrBadKey)
+	errNotUTF8 = fmt.Errorf("%w: not valid UTF-8", ErrBadKey)
 )
 
 // badQuotedError is the error for a header value that starts with '"' but
@@ -403,13 +406,38 @@ func (k *KeySpec) deriveFrom(i int, r *http.Request, body []byte) (string, error
 	return "", ErrNoKey
 }
 
-// validateKey applies the length and control character rules.
+// validateKey applies the length and character rules: no C0 or C1 control
+// characters, no line or paragraph separators, no bidirectional formatting
+// characters (which make two different keys look alike in a log or the
+// admin API), and valid UTF-8.
 func validateKey(key string) error {
 	if len(key) > MaxKeyLen {
 		return errTooLong
 	}
 	for i := 0; i < len(key); i++ {
-		if isControl(key[i]) {
+		c := key[i]
+		if isControl(c) {
+			return errControl
+		}
+		if c >= utf8.RuneSelf {
+			return validateNonASCII(key[i:])
+		}
+	}
+	return nil
+}
+
+// validateNonASCII checks the rest of a key from its first non-ASCII byte.
+func validateNonASCII(s string) error {
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		s = s[n:]
+		switch {
+		case r == utf8.RuneError && n == 1:
+			return errNotUTF8
+		case r < 0x20 || r >= 0x7f && r <= 0x9f, // C0, DEL, C1 (U+0085 among them)
+			r == 0x061c, r == 0x200e, r == 0x200f, // Arabic letter mark, LRM, RLM
+			r >= 0x2028 && r <= 0x202e, // line/paragraph separators, bidi embeddings and overrides
+			r >= 0x2066 && r <= 0x2069: // bidi isolates
 			return errControl
 		}
 	}
