@@ -1,6 +1,6 @@
 // Package admin serves the admin listener: /metrics, /healthz, /readyz, the
-// operator's key API under /admin/ (contract section 4) and Go's profiler
-// under /debug/pprof/ (behind the admin token, like /admin/).
+// operator's key API under /admin/ and Go's profiler under /debug/pprof/
+// (behind the admin token, like /admin/).
 package admin
 
 import (
@@ -8,8 +8,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -86,27 +88,68 @@ func Handler(o Options) http.Handler {
 
 type api struct{ Options }
 
+// ready answers 200 when the store answers, else 503. The store's error
+// text (which names addresses) is shown only to a caller with the admin
+// token, or on a listener without one.
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := a.Store.Ping(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unavailable", "error": err.Error()})
+		body := map[string]string{"status": "store unavailable"}
+		if a.Token == "" || a.tokenOK(r) {
+			body["error"] = err.Error()
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// auth requires the bearer token, compared in constant time.
+// auth guards /admin/ and the profiler. With a token, the caller must send
+// "Authorization: Bearer TOKEN" (the scheme in any case, the token compared
+// in constant time). Without one, the listener is on loopback, and only a
+// request whose Host names a loopback address is served: a web page that
+// rebinds its own domain to 127.0.0.1 (DNS rebinding) cannot reset keys or
+// read profiles through a browser.
 func (a *api) auth(next http.HandlerFunc) http.Handler {
-	want := []byte("Bearer " + a.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		switch {
+		case a.Token == "" && !loopbackHost(r.Host):
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "without an admin token only a loopback Host (localhost, 127.0.0.1, [::1]) is served"})
+			return
+		case a.Token != "" && !a.tokenOK(r):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="clawgate admin"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong admin token"})
 			return
 		}
 		next(w, r)
 	})
+}
+
+// tokenOK reports whether r carries the admin token as a bearer token.
+func (a *api) tokenOK(r *http.Request) bool {
+	if a.Token == "" {
+		return false
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimLeft(token, " ")), []byte(a.Token)) == 1
+}
+
+// loopbackHost reports a Host header naming this machine only: localhost,
+// 127.0.0.0/8 or ::1, with any port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // routeKey reads {route} and {key}, answering 404 for an unknown route.

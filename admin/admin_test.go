@@ -36,6 +36,7 @@ routes:
   - name: orders
     match: { path: /webhook/order }
     upstream: %UPSTREAM%
+    idempotency: { allow_unsigned_key: true }   # one body under many keys
     verify:
       scheme: hmac
       header: X-Signature
