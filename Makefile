@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # The race detector needs cgo: on when a C compiler is there.
 RACE     ?= $(shell command -v cc >/dev/null 2>&1 && echo -race)
 
-.PHONY: all build demo run test test-deps lint fuzz bench bench-deps bench-quick bench-go clean
+.PHONY: all build demo run test test-deps lint fuzz soak model bench bench-deps bench-quick bench-go clean
 
 all: build
 
@@ -35,6 +35,12 @@ test: test-deps
 	$(GO) vet ./...
 	$(GO) test $(RACE) -count=1 -timeout 10m ./...
 	scripts/check-deploy.sh
+
+## soak: the bounded fault soak: 2 gateways on a persistent Redis, 10,000 events,
+## upstream 500s and hangs, gateway SIGKILLs and Redis restarts (a few minutes).
+## make test runs its short preset (TestSoakShort).
+soak: test-deps
+	$(GO) run ./soak
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSoakShort runs the short soak against the real binary, a real
+// redis-server and two instances: no acknowledged event lost, none
+// undelivered, no double the kills do not explain.
+func TestSoakShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the soak takes about half a minute; skipped under -short")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not on PATH: `make test` installs it (scripts/ensure-pkg.sh), or apt-get install -y redis-server")
+	}
+	o := Preset(true)
+	o.Verbose = testing.Verbose()
+	o.Log = tlog{t}
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	if rep.Failed() {
+		t.Fatalf("soak failed:\n%s", b.String())
+	}
+	t.Logf("\n%s", b.String())
+}
+
+type tlog struct{ t *testing.T }
+
+func (l tlog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestClassifyDoubles(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	acc := []acceptance{
+		// a: instance 0 accepted at 1.0, killed at 1.1: inside.
+		{ID: "a", Inst: 0, Recv: at(0.99), At: at(1.0)},
+		{ID: "a", Inst: 1, Recv: at(6), At: at(6)},
+		// b: instance 1 accepted at 2.0, never killed: outside, although
+		// instance 0 was killed at 1.1.
+		{ID: "b", Inst: 1, Recv: at(1.99), At: at(2.0)},
+		{ID: "b", Inst: 0, Recv: at(7), At: at(7)},
+		// c: instance 0 accepted at 10, killed at 14.5 > 10 + lock_ttl: outside.
+		{ID: "c", Inst: 0, Recv: at(9.99), At: at(10)},
+		{ID: "c", Inst: 1, Recv: at(20), At: at(20)},
+		// d: killed after the upstream received it, before its 200 was
+		// written (the process was seen dead first): inside.
+		{ID: "d", Inst: 1, Recv: at(29.9), At: at(30.001)},
+		{ID: "d", Inst: 0, Recv: at(35), At: at(35)},
+		// e: three copies; the second is explained by the kill at 1.1, the
+		// third (after instance 1's copy, no kill of 1 near it) is not.
+		{ID: "e", Inst: 1, Recv: at(50), At: at(50)},
+		{ID: "e", Inst: 0, Recv: at(0.5), At: at(0.6)},
+		{ID: "e", Inst: 1, Recv: at(40), At: at(40)},
+		// f: accepted once: no double. A kill before it was received does not count.
+		{ID: "f", Inst: 0, Recv: at(14.6), At: at(14.7)},
+	}
+	kills := []killRec{{Inst: 0, At: at(1.1)}, {Inst: 0, At: at(14.5)}, {Inst: 1, At: at(30)}}
+	ds := classifyDoubles(acc, kills, 4*time.Second)
+	got := map[string][]bool{}
+	for _, d := range ds {
+		got[d.ID] = append(got[d.ID], d.Kill != nil)
+	}
+	want := map[string][]bool{"a": {true}, "b": {false}, "c": {false}, "d": {true}, "e": {true, false}}
+	if len(got) != len(want) {
+		t.Fatalf("doubles %v, want %v", got, want)
+	}
+	for id, w := range want {
+		g := got[id]
+		if len(g) != len(w) {
+			t.Fatalf("%s: %v, want %v", id, g, w)
+		}
+		for i := range w {
+			if g[i] != w[i] {
+				t.Errorf("%s copy %d: inside=%v, want %v", id, i+2, g[i], w[i])
+			}
+		}
+	}
+	// Inside exactly at the edge of lock_ttl, outside just past it.
+	edge := []acceptance{{ID: "x", Inst: 0, Recv: at(100), At: at(100)}, {ID: "x", Inst: 1, Recv: at(200), At: at(200)}}
+	if d := classifyDoubles(edge, []killRec{{Inst: 0, At: at(104)}}, 4*time.Second); d[0].Kill == nil {
+		t.Error("a kill exactly lock_ttl after the 200 is inside")
+	}
+	if d := classifyDoubles(edge, []killRec{{Inst: 0, At: at(104.001)}}, 4*time.Second); d[0].Kill != nil {
+		t.Error("a kill past lock_ttl after the 200 is outside")
+	}
+}
