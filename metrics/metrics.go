@@ -29,6 +29,18 @@ type Metrics struct {
 	StoreEvictions    prometheus.Counter       // webhook_store_evictions_total
 	AlertsSent        *prometheus.CounterVec   // webhook_alerts_total{result}
 	ConfigReloads     *prometheus.CounterVec   // clawgate_config_reloads_total{result}
+	FinishDeferred    *prometheus.CounterVec   // webhook_finish_deferred_total{route,result}
+	SignatureReplays  *prometheus.CounterVec   // webhook_signature_replays_total{route}
+
+	// Store durability and size (store/ owner's block). Set from the
+	// store package's checks by the serve wiring: SetStoreDurability,
+	// StoreRestarts, StoreReplicaShortfalls, ObserveStoreBytes.
+	StoreDurable           prometheus.Gauge     // clawgate_store_durable: 1, 0, -1 unknown
+	StorePersistence       *prometheus.GaugeVec // clawgate_store_persistence_info{aof,rdb,maxmemory_policy}
+	StoreRestarts          prometheus.Counter   // clawgate_store_restarts_total
+	StoreReplicaShortfalls prometheus.Counter   // clawgate_store_replica_shortfalls_total
+	storeBytesMu           sync.Mutex
+	storeBytes             func() int64 // clawgate_store_memory_bytes; nil: no series
 }
 
 // Outcome label values of webhook_processing_duration_seconds and of the
@@ -106,10 +118,19 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "clawgate_config_reloads_total",
 			Help: "SIGHUP config reloads, by result (ok, error).",
 		}, []string{"result"}),
+		FinishDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_finish_deferred_total",
+			Help: "Finished keys the store could not record before the answer went out, kept trying in the background, by result (deferred: started; recorded; not_owner: another copy held the key; gave_up).",
+		}, []string{"route", "result"}),
+		SignatureReplays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_signature_replays_total",
+			Help: "Validly signed deliveries refused because the same signed request was already accepted under another idempotency key.",
+		}, []string{"route"}),
 	}
 	reg.MustRegister(m.Requests, m.Duplicates, m.Processing, m.CacheHits, m.CacheMisses,
 		m.SignatureFailures, m.SignatureVerified, m.UpstreamDuration, m.LockReleased,
 		m.StoreErrors, m.AttemptsExceeded, m.StoreEvictions, m.AlertsSent, m.ConfigReloads,
+		m.FinishDeferred, m.SignatureReplays,
 		ratioCollector{m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -117,6 +138,25 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, op := range []string{"claim", "finish", "release"} {
 		m.StoreErrors.WithLabelValues(op)
 	}
+	// Store durability and size (store/ owner's block).
+	m.StoreDurable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clawgate_store_durable",
+		Help: "1 when no finished key can be lost by a store restart or eviction (every Redis master persists with AOF or RDB and has maxmemory-policy noeviction), 0 when keys can be lost, -1 when unknown (not checked yet, check failed, or CONFIG refused without AOF).",
+	})
+	m.StoreDurable.Set(-1)
+	m.StorePersistence = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "clawgate_store_persistence_info",
+		Help: "The Redis store's persistence as last checked, always 1: aof (yes, no), rdb (yes, no, unknown) and maxmemory_policy; unknown when the check failed.",
+	}, []string{"aof", "rdb", "maxmemory_policy"})
+	m.StoreRestarts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "clawgate_store_restarts_total",
+		Help: "Durability checks that found a Redis master restarted (its run_id changed since the previous check).",
+	})
+	m.StoreReplicaShortfalls = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "clawgate_store_replica_shortfalls_total",
+		Help: "Finished keys that fewer Redis replicas acknowledged than the store asks for (recorded on the master all the same).",
+	})
+	reg.MustRegister(m.StoreDurable, m.StorePersistence, m.StoreRestarts, m.StoreReplicaShortfalls, storeBytesCollector{m})
 	return m
 }
 
@@ -177,6 +217,10 @@ func (m *Metrics) Route(name string) *RouteMetrics {
 	for _, reason := range []string{"timeout", "unreachable", "upstream_status", "client_closed", "expired"} {
 		m.LockReleased.WithLabelValues(name, reason)
 	}
+	for _, result := range []string{"deferred", "recorded", "not_owner", "gave_up"} {
+		m.FinishDeferred.WithLabelValues(name, result)
+	}
+	m.SignatureReplays.WithLabelValues(name)
 	for _, layer := range []string{"cache", "store"} {
 		for _, o := range []string{OutcomeReplayed, OutcomeInFlight, OutcomeConflict} {
 			rm.dups[[2]string{layer, o}] = m.Duplicates.WithLabelValues(name, layer, o)
@@ -252,5 +296,50 @@ func (r *RouteMetrics) LockReleased(reason string) {
 	r.m.LockReleased.WithLabelValues(r.name, reason).Inc()
 }
 
+// FinishDeferred counts a finish moved to the background, and how it ended.
+func (r *RouteMetrics) FinishDeferred(result string) {
+	r.m.FinishDeferred.WithLabelValues(r.name, result).Inc()
+}
+
+// SignatureReplay counts a signed request refused because it was already
+// accepted under another key.
+func (r *RouteMetrics) SignatureReplay() { r.m.SignatureReplays.WithLabelValues(r.name).Inc() }
+
 // AttemptsExceeded counts a key past alerts.max_attempts.
 func (r *RouteMetrics) AttemptsExceeded() { r.m.AttemptsExceeded.WithLabelValues(r.name).Inc() }
+
+// Store durability and size (store/ owner's block).
+
+// SetStoreDurability sets clawgate_store_durable to durable (1, 0 or -1)
+// and replaces every clawgate_store_persistence_info series with the one
+// of these labels.
+func (m *Metrics) SetStoreDurability(aof, rdb, policy string, durable float64) {
+	m.StoreDurable.Set(durable)
+	m.StorePersistence.Reset()
+	m.StorePersistence.WithLabelValues(aof, rdb, policy).Set(1)
+}
+
+// ObserveStoreBytes makes clawgate_store_memory_bytes report f() at every
+// scrape (the memory store's estimated size); without it there is no such
+// series.
+func (m *Metrics) ObserveStoreBytes(f func() int64) {
+	m.storeBytesMu.Lock()
+	m.storeBytes = f
+	m.storeBytesMu.Unlock()
+}
+
+var storeBytesDesc = prometheus.NewDesc("clawgate_store_memory_bytes",
+	"Estimated size in bytes of the keys the memory store holds, the figure its byte budget bounds.", nil, nil)
+
+type storeBytesCollector struct{ m *Metrics }
+
+func (c storeBytesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- storeBytesDesc }
+
+func (c storeBytesCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.storeBytesMu.Lock()
+	f := c.m.storeBytes
+	c.m.storeBytesMu.Unlock()
+	if f != nil {
+		ch <- prometheus.MustNewConstMetric(storeBytesDesc, prometheus.GaugeValue, float64(f()))
+	}
+}

@@ -124,16 +124,40 @@ func (b *batcher) send(batch []*scriptCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	pipe := b.client.Pipeline()
-	for _, c := range live {
+	cmds := make([]*redis.Cmd, len(live))
+	for i, c := range live {
 		c.cmd = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+		cmds[i] = c.cmd
 	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
+	execPipe(ctx, pipe, cmds...)
 	for _, c := range live {
 		if err := c.cmd.Err(); err != nil && isNoScript(err) {
 			c.cmd = c.script.Run(c.ctx, b.client, c.keys, c.args...)
 		}
 		close(c.done)
 	}
+}
+
+// execPipe runs pipe. Each command carries its own error, except when the
+// pipeline failed before a command got any reply (a refused dial leaves
+// the commands untouched): those get the pipeline's error.
+func execPipe(ctx context.Context, pipe redis.Pipeliner, cmds ...*redis.Cmd) {
+	_, err := pipe.Exec(ctx)
+	if err == nil || isRedisError(err) {
+		return
+	}
+	for _, cmd := range cmds {
+		if cmd.Err() == nil && cmd.Val() == nil {
+			cmd.SetErr(err)
+		}
+	}
+}
+
+// isRedisError reports whether err is an error reply from Redis, as
+// opposed to a failed connection.
+func isRedisError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
 }
 
 func isNoScript(err error) bool {

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,5 +71,34 @@ func TestBatcherCallerGivesUp(t *testing.T) {
 	cancel()
 	if _, err := r.Claim(ctx, "k:gone", fpA, time.Minute); err == nil {
 		t.Fatal("a cancelled caller got an answer")
+	}
+}
+
+// A pipeline whose dial is refused leaves its commands without a reply;
+// each caller gets the connection error, not a decoding error.
+func TestBatchedScriptsWhileDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	r := newTestRedis(t, RedisOptions{Addrs: []string{srv.Addr}})
+	srv.Stop()
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			_, err := r.Claim(context.Background(), fmt.Sprintf("down:%d", i), fpA, time.Minute)
+			errs <- err
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "connect") {
+			t.Fatalf("claim while down = %v, want ErrUnavailable with the connection error", err)
+		}
 	}
 }

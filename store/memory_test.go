@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +45,9 @@ func memoryFixture(t *testing.T) *fixture {
 		lockTTL:  30 * time.Second,
 		shortTTL: short,
 		expireLock: func(t *testing.T, key string) {
+			clock.Advance(short)
+		},
+		expireReset: func(t *testing.T, key string) {
 			clock.Advance(short)
 		},
 		checkRetention: func(t *testing.T, key string, retention time.Duration) {
@@ -206,14 +212,15 @@ func TestMemoryTokensDifferAcrossInstances(t *testing.T) {
 }
 
 // bytesPerKey finishes n keys with a 100-byte body and realistic keys
-// (route + UUID) and returns the heap growth per key beyond the body.
-func bytesPerKey(tb testing.TB, n int) float64 {
+// (route + UUID) and returns the heap growth per key beyond the body, and
+// the store's own estimate (Bytes) per key beyond the body.
+func bytesPerKey(tb testing.TB, n int) (measured, estimated float64) {
 	body := make([]byte, 100)
 	ctx := context.Background()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	m := NewMemory(MemoryOptions{MaxKeys: n})
+	m := NewMemory(MemoryOptions{MaxKeys: n, MaxBytes: math.MaxInt64})
 	buf := []byte("orders:")
 	for i := 0; i < n; i++ {
 		// The store keeps its own copy of the key; this buffer is reused.
@@ -233,20 +240,26 @@ func bytesPerKey(tb testing.TB, n int) float64 {
 		tb.Fatalf("Len = %d", m.Len())
 	}
 	runtime.KeepAlive(m)
-	return float64(after.HeapAlloc-before.HeapAlloc)/float64(n) - float64(len(body))
+	return float64(after.HeapAlloc-before.HeapAlloc)/float64(n) - float64(len(body)),
+		float64(m.Bytes())/float64(n) - float64(len(body))
 }
 
 // TestMemoryBytesPerKey keeps a finished key within 400 bytes beyond its
-// body. BenchmarkMemoryBytesPerKey measures the same over a million keys.
+// body, and checks that the store's estimate (Bytes, which MaxBytes
+// bounds) does not count less than the heap the keys take.
+// BenchmarkMemoryBytesPerKey measures the same over a million keys.
 func TestMemoryBytesPerKey(t *testing.T) {
 	n := 200_000
 	if testing.Short() {
 		n = 20_000
 	}
-	perKey := bytesPerKey(t, n)
-	t.Logf("memory store: %.0f bytes per finished key beyond a 100-byte body, %d keys of 43 bytes", perKey, n)
+	perKey, estimate := bytesPerKey(t, n)
+	t.Logf("memory store: %.0f bytes per finished key beyond a 100-byte body (estimated %.0f), %d keys of 43 bytes", perKey, estimate, n)
 	if perKey > 400 {
 		t.Fatalf("%.0f bytes per key, want at most 400", perKey)
+	}
+	if estimate < perKey {
+		t.Fatalf("the estimate of %.0f bytes per key is below the measured %.0f: raise entryOverhead", estimate, perKey)
 	}
 }
 
@@ -255,7 +268,9 @@ func TestMemoryBytesPerKey(t *testing.T) {
 // -bench MemoryBytesPerKey -benchtime 1x.
 func BenchmarkMemoryBytesPerKey(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		b.ReportMetric(bytesPerKey(b, 1_000_000), "B/key")
+		measured, estimated := bytesPerKey(b, 1_000_000)
+		b.ReportMetric(measured, "B/key")
+		b.ReportMetric(estimated, "estimated-B/key")
 	}
 }
 
@@ -294,6 +309,202 @@ func BenchmarkMemoryClaimFinished(b *testing.B) {
 		c, err := m.Claim(ctx, "orders:1", fpA, time.Minute)
 		if err != nil || c.State != Finished {
 			b.Fatal(c, err)
+		}
+	}
+}
+
+func TestMemoryResetTombstoneLivesForTheLocksRest(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	m := NewMemory(MemoryOptions{Now: clock.Now})
+	c := mustClaim(t, m, "k:1", fpA, time.Minute, Claimed)
+	clock.Advance(20 * time.Second)
+	if _, err := m.Delete(ctx, "k:1"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(40*time.Second - time.Nanosecond)
+	if err := m.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Finish just before the lock would have expired = %v, want ErrNotOwner", err)
+	}
+	clock.Advance(time.Nanosecond)
+	if err := m.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); err != nil {
+		t.Fatalf("Finish once the lock would have expired: %v", err)
+	}
+}
+
+// Regression: a reset of a finished key left no tombstone, so a finish
+// still being retried for that key (its first try had landed, its answer
+// had not) recorded the forgotten outcome again.
+func TestMemoryResetOfAFinishedKeyHoldsForResetHold(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	m := NewMemory(MemoryOptions{Now: clock.Now, ResetHold: 30 * time.Second})
+	c := mustClaim(t, m, "k:1", fpA, time.Minute, Claimed)
+	if err := m.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Delete(ctx, "k:1"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(30*time.Second - time.Nanosecond)
+	if err := m.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Finish retried within ResetHold of the reset = %v, want ErrNotOwner", err)
+	}
+	if st := mustGet(t, m, "k:1"); st.State != Absent {
+		t.Fatalf("state %v after the reset, want absent", st.State)
+	}
+	clock.Advance(time.Nanosecond)
+	if err := m.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); err != nil {
+		t.Fatalf("Finish after ResetHold: %v", err)
+	}
+}
+
+func TestMemoryResetTombstonesArePurged(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	m := NewMemory(MemoryOptions{Now: clock.Now})
+	for round := 0; round < 10; round++ {
+		for i := 0; i < 1000; i++ {
+			key := fmt.Sprintf("k:%d:%d", round, i)
+			mustClaim(t, m, key, fpA, time.Minute, Claimed)
+			if _, err := m.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(time.Minute)
+	}
+	m.mu.Lock()
+	n := len(m.resets)
+	m.mu.Unlock()
+	if n > 2000 {
+		t.Fatalf("%d tombstones kept, want the expired ones purged", n)
+	}
+	if m.Len() != 0 {
+		t.Fatalf("Len = %d after deleting every key", m.Len())
+	}
+}
+
+// recount is the store's size computed afresh from what it holds.
+func (m *Memory) recount() int64 {
+	var n int64
+	for _, e := range m.entries {
+		n += e.size()
+	}
+	for k := range m.resets {
+		n += resetOverhead + int64(len(k))
+	}
+	return n
+}
+
+func TestMemoryBytesBudget(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	var evictions int
+	body := strings.Repeat("b", 100)
+	perKey := int64(entryOverhead + len("k:00") + len(body) + len("application/json"))
+	budget := 10 * perKey
+	m := NewMemory(MemoryOptions{MaxBytes: budget, Now: clock.Now, OnEvict: func() { evictions++ }})
+	for i := 0; i < 50; i++ {
+		key := fmt.Sprintf("k:%02d", i)
+		c := mustClaim(t, m, key, fpA, time.Minute, Claimed)
+		if err := m.Finish(ctx, key, c.Token, outcome(200, body), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if b := m.Bytes(); b > budget {
+			t.Fatalf("after %d keys: %d bytes, over the budget of %d", i+1, b, budget)
+		}
+		clock.Advance(time.Second)
+	}
+	if m.Len() != 10 || evictions != 40 {
+		t.Fatalf("Len %d, evictions %d; want 10 kept and 40 evicted", m.Len(), evictions)
+	}
+	// The most recent keys are kept.
+	for i := 40; i < 50; i++ {
+		if st := mustGet(t, m, fmt.Sprintf("k:%02d", i)); st.State != Finished {
+			t.Fatalf("k:%02d: %v, want finished", i, st.State)
+		}
+	}
+	// A bigger body evicts as many older keys as it needs.
+	big := strings.Repeat("B", int(3*perKey))
+	c := mustClaim(t, m, "k:big", fpA, time.Minute, Claimed)
+	if err := m.Finish(ctx, "k:big", c.Token, outcome(200, big), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if b := m.Bytes(); b > budget {
+		t.Fatalf("%d bytes after a big record, over the budget of %d", b, budget)
+	}
+	if evictions < 44 || m.Len() > 7 {
+		t.Fatalf("Len %d, evictions %d after a record of %d bytes", m.Len(), evictions, len(big))
+	}
+	if st := mustGet(t, m, "k:big"); st.State != Finished {
+		t.Fatalf("the big record itself was evicted: %+v", st)
+	}
+	if m.Bytes() != m.recount() {
+		t.Fatalf("Bytes %d, recounted %d", m.Bytes(), m.recount())
+	}
+}
+
+func TestMemoryBytesBudgetNeverEvictsLiveLocks(t *testing.T) {
+	clock := newFakeClock()
+	var evictions int
+	m := NewMemory(MemoryOptions{MaxBytes: 2 * entryOverhead, Now: clock.Now, OnEvict: func() { evictions++ }})
+	for i := 0; i < 10; i++ {
+		mustClaim(t, m, fmt.Sprintf("k:%d", i), fpA, time.Minute, Claimed)
+	}
+	for i := 0; i < 10; i++ {
+		if st := mustGet(t, m, fmt.Sprintf("k:%d", i)); st.State != InFlight {
+			t.Fatalf("k:%d: %v, want in flight", i, st.State)
+		}
+	}
+	if evictions != 0 {
+		t.Fatalf("evicted %d live locks", evictions)
+	}
+	// Counted all the same, and evicted once their locks are gone.
+	if m.Bytes() <= 2*entryOverhead {
+		t.Fatalf("Bytes %d does not count the live locks", m.Bytes())
+	}
+	clock.Advance(time.Minute)
+	for i := 0; i < 10; i++ {
+		mustClaim(t, m, fmt.Sprintf("other:%d", i), fpA, time.Minute, Claimed)
+	}
+	if evictions == 0 {
+		t.Fatalf("expired locks' counters were not bounded by MaxBytes")
+	}
+}
+
+// TestMemoryBytesStayCounted runs a random mix of every operation and
+// checks after each that Bytes matches a recount of what the store holds.
+func TestMemoryBytesStayCounted(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	rng := rand.New(rand.NewPCG(1, 2))
+	m := NewMemory(MemoryOptions{MaxKeys: 40, MaxBytes: 30 * (entryOverhead + 64), AttemptsTTL: 10 * time.Second, Now: clock.Now})
+	tokens := map[string]string{}
+	fps := []string{fpA, "not-canonical", ""}
+	for i := 0; i < 20_000; i++ {
+		key := fmt.Sprintf("k:%d", rng.IntN(60))
+		switch op := rng.IntN(10); {
+		case op < 3:
+			if c, err := m.Claim(ctx, key, fps[rng.IntN(len(fps))], time.Duration(1+rng.IntN(5))*time.Second); err == nil && c.State == Claimed {
+				tokens[key] = c.Token
+			}
+		case op < 6:
+			out := Outcome{Status: 200, ContentType: []string{"application/json", "x/custom"}[rng.IntN(2)],
+				Body: make([]byte, rng.IntN(200)), Fingerprint: fps[rng.IntN(len(fps))]}
+			tok := tokens[key]
+			if rng.IntN(4) == 0 {
+				tok = "stray"
+			}
+			_ = m.Finish(ctx, key, tok, out, time.Duration(1+rng.IntN(20))*time.Second)
+		case op < 7:
+			_ = m.Release(ctx, key, tokens[key])
+		case op < 8:
+			_, _ = m.Delete(ctx, key)
+		default:
+			clock.Advance(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		}
+		if got, want := m.Bytes(), m.recount(); got != want {
+			t.Fatalf("step %d: Bytes %d, recounted %d", i, got, want)
 		}
 	}
 }

@@ -44,29 +44,57 @@ type RedisOptions struct {
 	OpTimeout time.Duration
 	// AttemptsTTL: as MemoryOptions.AttemptsTTL.
 	AttemptsTTL time.Duration
+	// ResetHold: as MemoryOptions.ResetHold.
+	ResetHold time.Duration
+	// WaitReplicas, when positive, makes Finish wait until that many
+	// replicas have acknowledged the finished record (Redis WAIT, sent on
+	// the same connection right after the finish script), so that a
+	// failover to a replica does not lose it. 0 turns it off.
+	WaitReplicas int
+	// WaitTimeout bounds that wait; 0 means DefaultWaitTimeout. It must be
+	// shorter than OpTimeout.
+	WaitTimeout time.Duration
+	// OnReplicaShortfall, if set, is called when fewer replicas than
+	// WaitReplicas acknowledged a finished record within WaitTimeout (or
+	// the WAIT itself failed). Finish still succeeds: the record is on the
+	// master.
+	OnReplicaShortfall func()
 }
+
+// DefaultWaitTimeout bounds Finish's wait for replicas when
+// RedisOptions.WaitTimeout is 0.
+const DefaultWaitTimeout = 100 * time.Millisecond
 
 // Redis is the Store shared by every gateway instance, on a single Redis
 // server, a Redis Cluster or a Sentinel-managed master.
 //
-// Each idempotency key K (already "route:key") uses up to three Redis keys,
+// Each idempotency key K (already "route:key") uses up to four Redis keys,
 // all with the hash tag {K} so they share a Cluster slot:
 //
 //	PREFIX webhook_lock:{K}      string: owner token, PX lock TTL
 //	PREFIX webhook_done:{K}      string: binary finished record, PX retention
 //	PREFIX webhook_attempts:{K}  hash: n (attempts), first, last (unix ms),
 //	                             fp (fingerprint of the copy in flight)
+//	PREFIX webhook_reset:{K}     string "1": reset tombstone left by every
+//	                             Delete, PX the lock's remaining TTL or
+//	                             ResetHold, the longer
 //
 // A K that is empty or starts with '}' or '%' is written with a '%'
 // prepended, so the hash tag is never empty and distinct keys stay distinct.
 // Every operation is one Lua script (one round trip, atomic), called with
-// EVALSHA and loaded on demand.
+// EVALSHA and loaded on demand. With RedisOptions.WaitReplicas, Finish is
+// its script and a WAIT in one pipeline on one connection.
 type Redis struct {
 	client      redis.UniversalClient
 	batch       *batcher
 	prefix      string
 	timeout     time.Duration
 	attemptsTTL time.Duration // <0: the counter lives only with the lock
+	resetHold   time.Duration
+
+	waitReplicas int
+	waitTimeout  time.Duration
+	onShortfall  func()
 }
 
 var _ Store = (*Redis)(nil)
@@ -84,6 +112,19 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	timeout := opts.OpTimeout
 	if timeout == 0 {
 		timeout = DefaultOpTimeout
+	}
+	if opts.WaitReplicas < 0 {
+		return nil, fmt.Errorf("store: redis wait replicas %d must not be negative", opts.WaitReplicas)
+	}
+	if opts.WaitTimeout < 0 {
+		return nil, fmt.Errorf("store: redis wait timeout %v must not be negative", opts.WaitTimeout)
+	}
+	waitTimeout := opts.WaitTimeout
+	if waitTimeout == 0 {
+		waitTimeout = DefaultWaitTimeout
+	}
+	if opts.WaitReplicas > 0 && waitTimeout >= timeout {
+		return nil, fmt.Errorf("store: redis wait timeout %v must be shorter than the op timeout %v", waitTimeout, timeout)
 	}
 	addrs := opts.Addrs
 	if len(addrs) == 0 {
@@ -146,7 +187,10 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	if ttl == 0 {
 		ttl = DefaultAttemptsTTL
 	}
-	return &Redis{client: client, batch: newBatcher(client, timeout), prefix: opts.KeyPrefix, timeout: timeout, attemptsTTL: ttl}, nil
+	return &Redis{
+		client: client, batch: newBatcher(client, timeout), prefix: opts.KeyPrefix, timeout: timeout, attemptsTTL: ttl, resetHold: opts.ResetHold,
+		waitReplicas: opts.WaitReplicas, waitTimeout: waitTimeout, onShortfall: opts.OnReplicaShortfall,
+	}, nil
 }
 
 // Script replies (all RESP arrays or integers):
@@ -154,16 +198,19 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 //	claim:   {0, attempts}                  claimed
 //	         {1, attempts, lock PTTL ms}    in flight
 //	         {2, attempts, record}          finished
-//	finish:  1 done, 0 not the owner
+//	finish:  1 recorded, 0 not recorded (another owner, a record or a
+//	         tombstone)
 //	release: 1 released, 0 not the owner
 //	inspect: {bad, has record, record or "", lock PTTL (-2: absent),
 //	          n, first, last, fp}
 //	         bad is 1 when a key holds the wrong Redis type; missing hash
-//	         fields are ""; with ARGV[1] == "1" all three keys are deleted
-//	         after being read.
+//	         fields are ""; with ARGV[1] == "1" the lock, record and counter
+//	         are deleted after being read, and the reset tombstone is left
+//	         for the lock's remaining TTL or ARGV[2] ms (ResetHold), the
+//	         longer.
 //
-// KEYS are always lock, done, attempts. A key of the wrong type makes claim
-// fail with a WRONGTYPE error before it has written anything.
+// KEYS are always lock, done, attempts, reset. A key of the wrong type makes
+// claim fail with a WRONGTYPE error before it has written anything.
 var (
 	// ARGV: token, lock TTL ms, now ms, fingerprint, attempts TTL ms (0: none)
 	claimScript = redis.NewScript(`
@@ -205,9 +252,15 @@ if state == 1 then
 end
 return {0, n}
 `)
-	// ARGV: token, record, retention ms
+	// ARGV: token, record, retention ms. Records when the token owns the
+	// lock, or when there is no lock, no record and no tombstone.
 	finishScript = redis.NewScript(`
-if redis.call('TYPE', KEYS[1]).ok ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'string' then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+  end
+elseif t ~= 'none' or ARGV[1] == '' or redis.call('EXISTS', KEYS[2], KEYS[4]) > 0 then
   return 0
 end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
@@ -247,12 +300,19 @@ end
 local lock = redis.call('PTTL', KEYS[1])
 if ARGV[1] == '1' then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  local keep = tonumber(ARGV[2]) or 0
+  if lock > keep then
+    keep = lock
+  end
+  if keep > 0 then
+    redis.call('SET', KEYS[4], '1', 'PX', keep)
+  end
 end
 return {bad, has, done, lock, m[1] or '', m[2] or '', m[3] or '', m[4] or ''}
 `)
 )
 
-// keys returns the lock, done and attempts keys of key.
+// keys returns the lock, done, attempts and reset keys of key.
 func (r *Redis) keys(key string) []string {
 	tag := key
 	if tag == "" || tag[0] == '}' || tag[0] == '%' {
@@ -262,6 +322,7 @@ func (r *Redis) keys(key string) []string {
 		r.prefix + "webhook_lock:{" + tag + "}",
 		r.prefix + "webhook_done:{" + tag + "}",
 		r.prefix + "webhook_attempts:{" + tag + "}",
+		r.prefix + "webhook_reset:{" + tag + "}",
 	}
 }
 
@@ -351,6 +412,9 @@ func (r *Redis) Finish(ctx context.Context, key, token string, out Outcome, rete
 	}
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
+	if r.waitReplicas > 0 {
+		return r.finishAndWait(ctx, r.keys(key), token, rec, ms(retention))
+	}
 	n, err := r.batch.run(ctx, finishScript, r.keys(key), token, rec, ms(retention)).Int64()
 	if err != nil {
 		return r.fail("finish", err)
@@ -359,6 +423,57 @@ func (r *Redis) Finish(ctx context.Context, key, token string, out Outcome, rete
 		return ErrNotOwner
 	}
 	return nil
+}
+
+// finishAndWait runs the finish script and WAIT in one pipeline on one
+// connection to the master that holds the key (WAIT waits only for the
+// writes of its own connection), bypassing the batcher. Fewer replicas
+// than asked, or a failed WAIT, is reported to onShortfall; the record is
+// on the master, so Finish succeeds.
+func (r *Redis) finishAndWait(ctx context.Context, keys []string, args ...any) error {
+	c, err := r.master(ctx, keys[0])
+	if err != nil {
+		return r.fail("finish", err)
+	}
+	run := func(load bool) (fin, wait *redis.Cmd) {
+		pipe := c.Pipeline()
+		if load {
+			fin = finishScript.Eval(ctx, pipe, keys, args...)
+		} else {
+			fin = finishScript.EvalSha(ctx, pipe, keys, args...)
+		}
+		wait = pipe.Do(ctx, "WAIT", r.waitReplicas, ms(r.waitTimeout))
+		execPipe(ctx, pipe, fin, wait)
+		return fin, wait
+	}
+	fin, wait := run(false)
+	if isNoScript(fin.Err()) {
+		// A restarted Redis forgot the script: EVAL loads it.
+		fin, wait = run(true)
+	}
+	n, err := fin.Int64()
+	if err != nil {
+		return r.fail("finish", err)
+	}
+	if n != 1 {
+		return ErrNotOwner
+	}
+	if acked, err := wait.Int64(); (err != nil || acked < int64(r.waitReplicas)) && r.onShortfall != nil {
+		r.onShortfall()
+	}
+	return nil
+}
+
+// master returns the client of the master that holds key: the one server
+// (single or Sentinel-managed), or the Cluster node owning key's slot.
+func (r *Redis) master(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := r.client.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("unsupported redis client %T", r.client)
 }
 
 // Release implements Store.
@@ -384,7 +499,7 @@ func (r *Redis) Release(ctx context.Context, key, token string) error {
 func (r *Redis) Get(ctx context.Context, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "0").Slice()
+	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "0", 0).Slice()
 	if err != nil {
 		return KeyState{}, r.fail("get", err)
 	}
@@ -402,7 +517,7 @@ func (r *Redis) Get(ctx context.Context, key string) (KeyState, error) {
 func (r *Redis) Delete(ctx context.Context, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "1").Slice()
+	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "1", ms(r.resetHold)).Slice()
 	if err != nil {
 		return KeyState{}, r.fail("delete", err)
 	}

@@ -51,28 +51,18 @@ func redisFixture(addr string) func(t *testing.T) *fixture {
 			shortTTL: short,
 			expireLock: func(t *testing.T, key string) {
 				t.Helper()
-				lock := r.keys(key)[0]
-				deadline := time.Now().Add(5 * time.Second)
-				for {
-					n, err := r.client.Exists(context.Background(), lock).Result()
-					if err != nil {
-						t.Fatalf("EXISTS: %v", err)
-					}
-					if n == 0 {
-						return
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("lock %s did not expire", lock)
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
+				waitGone(t, r, r.keys(key)[0])
+			},
+			expireReset: func(t *testing.T, key string) {
+				t.Helper()
+				waitGone(t, r, r.keys(key)[3])
 			},
 			checkRetention: func(t *testing.T, key string, retention time.Duration) {
 				t.Helper()
 				// Waiting an hour is not an option: check that the record
 				// and its counter carry the retention as their TTL.
 				ks := r.keys(key)
-				for _, k := range ks[1:] {
+				for _, k := range ks[1:3] { // the record and the counter
 					ttl, err := r.client.PTTL(context.Background(), k).Result()
 					if err != nil {
 						t.Fatalf("PTTL %s: %v", k, err)
@@ -86,6 +76,25 @@ func redisFixture(addr string) func(t *testing.T) *fixture {
 				}
 			},
 		}
+	}
+}
+
+// waitGone returns once the Redis key k has expired.
+func waitGone(t *testing.T, r *Redis, k string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := r.client.Exists(context.Background(), k).Result()
+		if err != nil {
+			t.Fatalf("EXISTS: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not expire", k)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -514,4 +523,83 @@ func BenchmarkRedisClaimFinishParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A Redis restart that loses its data takes the lock with it; the delivery
+// that held it still records its outcome, so the next copy is replayed.
+func TestRedisFinishAfterRestartLostTheLock(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t)
+	r := newTestRedis(t, RedisOptions{Addrs: []string{srv.Addr}})
+	c := mustClaim(t, r, "orders:evt_1", fpA, time.Minute, Claimed)
+	srv.Stop()
+	srv.Start()
+	waitPing(t, r)
+	if st := mustGet(t, r, "orders:evt_1"); st != (KeyState{}) {
+		t.Fatalf("after the restart: %+v, want nothing left", st)
+	}
+	want := outcome(200, "accepted")
+	if err := r.Finish(ctx, "orders:evt_1", c.Token, want, time.Hour); err != nil {
+		t.Fatalf("Finish after the restart: %v", err)
+	}
+	if fin := mustClaim(t, r, "orders:evt_1", fpA, time.Minute, Finished); !sameOutcome(fin.Outcome, want) {
+		t.Fatalf("claim after the restart = %+v, want the recorded outcome", fin)
+	}
+}
+
+// The Redis side of TestMemoryResetOfAFinishedKeyHoldsForResetHold.
+func TestRedisResetOfAFinishedKeyHoldsForResetHold(t *testing.T) {
+	ctx := context.Background()
+	r := newTestRedis(t, RedisOptions{Addrs: []string{redistest.Start(t)}, ResetHold: 300 * time.Millisecond})
+	c := mustClaim(t, r, "k:1", fpA, time.Minute, Claimed)
+	if err := r.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Delete(ctx, "k:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Finish retried right after the reset = %v, want ErrNotOwner", err)
+	}
+	waitGone(t, r, r.keys("k:1")[3])
+	if err := r.Finish(ctx, "k:1", c.Token, outcome(200, "x"), time.Hour); err != nil {
+		t.Fatalf("Finish after ResetHold: %v", err)
+	}
+}
+
+func TestRedisResetTombstoneKey(t *testing.T) {
+	ctx := context.Background()
+	addr := redistest.Start(t)
+	r := newTestRedis(t, RedisOptions{Addrs: []string{addr}, KeyPrefix: "clawgate:"})
+	const lockTTL = time.Minute
+	c := mustClaim(t, r, "orders:evt_1", fpA, lockTTL, Claimed)
+	if _, err := r.Delete(ctx, "orders:evt_1"); err != nil {
+		t.Fatal(err)
+	}
+	const tomb = "clawgate:webhook_reset:{orders:evt_1}"
+	if got := r.keys("orders:evt_1")[3]; got != tomb {
+		t.Fatalf("reset key = %q, want %q", got, tomb)
+	}
+	// The tombstone lives for what remained of the lock, under the key's
+	// hash tag (so in its Cluster slot).
+	if ttl := r.client.PTTL(ctx, tomb).Val(); ttl <= 0 || ttl > lockTTL {
+		t.Fatalf("tombstone PTTL = %v, want in (0, %v]", ttl, lockTTL)
+	}
+	if keys := r.client.Keys(ctx, "*").Val(); len(keys) != 1 || keys[0] != tomb {
+		t.Fatalf("keys after the reset = %v, want only the tombstone", keys)
+	}
+	if err := r.Finish(ctx, "orders:evt_1", c.Token, outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Finish by the pre-reset owner = %v, want ErrNotOwner", err)
+	}
+	// Resetting a finished key (no lock) leaves none.
+	c = mustClaim(t, r, "orders:evt_2", fpA, lockTTL, Claimed)
+	if err := r.Finish(ctx, "orders:evt_2", c.Token, outcome(200, "x"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Delete(ctx, "orders:evt_2"); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.client.Exists(ctx, r.keys("orders:evt_2")[3]).Val(); n != 0 {
+		t.Fatalf("a reset without a lock left a tombstone")
+	}
 }

@@ -21,8 +21,15 @@ type Store interface {
 	// Claim atomically counts one delivery of key and, if the key is neither
 	// locked nor finished, locks it for lockTTL under a fresh owner token.
 	Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Claim, error)
-	// Finish stores the outcome for retention and releases the lock, only if
-	// token still owns it; otherwise it returns ErrNotOwner and changes nothing.
+	// Finish stores the outcome for retention and releases the lock when
+	// token still owns it. It also stores the outcome when the key has no
+	// lock at all, no finished record and no reset tombstone (see Delete):
+	// the lock vanished (a Redis restart that lost its data, or it expired
+	// with no other delivery claiming the key), and the upstream did accept
+	// this delivery, so recording it keeps the next copy from being
+	// forwarded again. An empty token never records. In every other case
+	// (another token holds the lock, a record exists, a tombstone exists)
+	// it returns ErrNotOwner and changes nothing.
 	Finish(ctx context.Context, key, token string, out Outcome, retention time.Duration) error
 	// Release drops the lock so the next delivery is forwarded, only if token
 	// still owns it; otherwise ErrNotOwner.
@@ -30,7 +37,11 @@ type Store interface {
 	// Get reports the key's state without changing it (admin API).
 	Get(ctx context.Context, key string) (KeyState, error)
 	// Delete forgets the key (lock, outcome and counter) and returns the
-	// state it had.
+	// state it had. When the key was locked, it leaves a reset tombstone
+	// for the lock's remaining TTL, so that the delivery in flight at the
+	// reset cannot record its outcome from before the reset once its lock
+	// is gone. Claim ignores tombstones; only Finish without a lock heeds
+	// them.
 	Delete(ctx context.Context, key string) (KeyState, error)
 	// Ping reports whether the store answers (/readyz).
 	Ping(ctx context.Context) error
@@ -99,7 +110,10 @@ type KeyState struct {
 }
 
 var (
-	// ErrNotOwner: the lock expired and may belong to another delivery now.
+	// ErrNotOwner: Finish or Release changed nothing because the lock
+	// belongs to another delivery, the key is already finished, or (Finish
+	// without a lock) an operator reset the key while this delivery was in
+	// flight; Release also when the lock is gone.
 	ErrNotOwner = errors.New("store: lock not owned by this token")
 	// ErrUnavailable: the store did not answer in time or at all.
 	ErrUnavailable = errors.New("store: unavailable")

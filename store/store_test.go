@@ -22,6 +22,9 @@ type fixture struct {
 	shortTTL time.Duration
 	// expireLock returns once key's lock, taken with shortTTL, has expired.
 	expireLock func(t *testing.T, key string)
+	// expireReset returns once the reset tombstone Delete left for key,
+	// whose lock was taken with shortTTL, has expired.
+	expireReset func(t *testing.T, key string)
 	// checkRetention checks that key, just finished with retention, is
 	// forgotten (record and counter) once retention has passed.
 	checkRetention func(t *testing.T, key string, retention time.Duration)
@@ -133,8 +136,8 @@ func testStore(t *testing.T, newFixture func(t *testing.T) *fixture) {
 
 	t.Run("NotOwner", func(t *testing.T) {
 		f := newFixture(t)
-		if err := f.s.Finish(ctx, "k:absent", "nobody", outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
-			t.Fatalf("Finish on absent key = %v, want ErrNotOwner", err)
+		if err := f.s.Finish(ctx, "k:absent", "", outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish with an empty token on absent key = %v, want ErrNotOwner", err)
 		}
 		if err := f.s.Release(ctx, "k:absent", "nobody"); !errors.Is(err, ErrNotOwner) {
 			t.Fatalf("Release on absent key = %v, want ErrNotOwner", err)
@@ -182,9 +185,6 @@ func testStore(t *testing.T, newFixture func(t *testing.T) *fixture) {
 		if st := mustGet(t, f.s, "k:1"); st.State != Absent || st.Attempts != 1 {
 			t.Fatalf("Get after the lock expired = %+v, want absent with 1 attempt", st)
 		}
-		if err := f.s.Finish(ctx, "k:1", first.Token, outcome(200, "late"), time.Hour); !errors.Is(err, ErrNotOwner) {
-			t.Fatalf("Finish on an expired lock = %v, want ErrNotOwner", err)
-		}
 		second := mustClaim(t, f.s, "k:1", fpB, f.lockTTL, Claimed)
 		if second.Attempts != 2 || second.Token == first.Token {
 			t.Fatalf("re-claim = %+v, want Attempts 2 and a new token", second)
@@ -205,6 +205,120 @@ func testStore(t *testing.T, newFixture func(t *testing.T) *fixture) {
 		if fin := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Finished); !sameOutcome(fin.Outcome, want) || fin.Attempts != 3 {
 			t.Fatalf("claim after = %+v", fin)
 		}
+	})
+
+	t.Run("FinishAfterLockExpired", func(t *testing.T) {
+		// The lock expired and nobody claimed the key since: the upstream
+		// did accept this delivery, so its outcome is recorded.
+		f := newFixture(t)
+		first := mustClaim(t, f.s, "k:1", fpA, f.shortTTL, Claimed)
+		mustClaim(t, f.s, "k:1", fpA, f.shortTTL, InFlight)
+		f.expireLock(t, "k:1")
+		want := outcome(200, "late")
+		if err := f.s.Finish(ctx, "k:1", first.Token, want, time.Hour); err != nil {
+			t.Fatalf("Finish after the lock expired: %v", err)
+		}
+		st := mustGet(t, f.s, "k:1")
+		if st.State != Finished || st.Attempts != 2 || st.Status != 200 || st.FirstSeen.IsZero() {
+			t.Fatalf("Get after a lockless Finish = %+v, want finished with 2 attempts", st)
+		}
+		// The record stands: neither the same token nor another overwrites it.
+		for _, tok := range []string{first.Token, "other"} {
+			if err := f.s.Finish(ctx, "k:1", tok, outcome(500, "again"), time.Hour); !errors.Is(err, ErrNotOwner) {
+				t.Fatalf("Finish with %q over a record = %v, want ErrNotOwner", tok, err)
+			}
+		}
+		if fin := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Finished); !sameOutcome(fin.Outcome, want) || fin.Attempts != 3 {
+			t.Fatalf("claim after a lockless Finish = %+v", fin)
+		}
+		f.checkRetention(t, "k:1", time.Hour)
+	})
+
+	t.Run("FinishWithNoState", func(t *testing.T) {
+		// The store lost everything about the key (a Redis restart without
+		// persistence) while its delivery was in flight.
+		f := newFixture(t)
+		want := outcome(201, "recorded")
+		if err := f.s.Finish(ctx, "k:lost", "token-from-before", want, time.Hour); err != nil {
+			t.Fatalf("Finish on a key the store forgot: %v", err)
+		}
+		st := mustGet(t, f.s, "k:lost")
+		want0 := KeyState{State: Finished, Status: 201, Fingerprint: fpA}
+		if st != want0 {
+			t.Fatalf("Get = %+v, want %+v (no counter survived)", st, want0)
+		}
+		if fin := mustClaim(t, f.s, "k:lost", fpA, f.lockTTL, Finished); !sameOutcome(fin.Outcome, want) || fin.Attempts != 1 {
+			t.Fatalf("claim = %+v", fin)
+		}
+		// The first delivery counted afterwards starts the counter.
+		if st := mustGet(t, f.s, "k:lost"); st.Attempts != 1 || st.FirstSeen.Year() < 2020 || st.LastSeen.Before(st.FirstSeen) {
+			t.Fatalf("Get after a claim = %+v, want 1 attempt seen now", st)
+		}
+	})
+
+	t.Run("ResetTombstone", func(t *testing.T) {
+		f := newFixture(t)
+		old := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Claimed)
+		if st, err := f.s.Delete(ctx, "k:1"); err != nil || st.State != InFlight {
+			t.Fatalf("Delete in flight = %+v, %v", st, err)
+		}
+		// The delivery in flight at the reset cannot record its outcome.
+		for _, tok := range []string{old.Token, "other"} {
+			if err := f.s.Finish(ctx, "k:1", tok, outcome(200, "pre-reset"), time.Hour); !errors.Is(err, ErrNotOwner) {
+				t.Fatalf("Finish with %q after the reset = %v, want ErrNotOwner", tok, err)
+			}
+		}
+		if st := mustGet(t, f.s, "k:1"); st != (KeyState{}) {
+			t.Fatalf("Get after the reset = %+v, want the zero KeyState", st)
+		}
+		// Claim ignores the tombstone; the new owner finishes over it.
+		c := mustClaim(t, f.s, "k:1", fpB, f.lockTTL, Claimed)
+		if c.Attempts != 1 {
+			t.Fatalf("claim after the reset = %+v, want Attempts 1", c)
+		}
+		if err := f.s.Release(ctx, "k:1", c.Token); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if err := f.s.Finish(ctx, "k:1", old.Token, outcome(200, "pre-reset"), time.Hour); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish by the pre-reset owner after a release = %v, want ErrNotOwner", err)
+		}
+		c = mustClaim(t, f.s, "k:1", fpB, f.lockTTL, Claimed)
+		want := outcome(202, "post-reset")
+		if err := f.s.Finish(ctx, "k:1", c.Token, want, time.Hour); err != nil {
+			t.Fatalf("Finish by the owner after the reset: %v", err)
+		}
+		if fin := mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Finished); !sameOutcome(fin.Outcome, want) {
+			t.Fatalf("claim = %+v", fin)
+		}
+		// Resetting a key that holds no lock leaves no tombstone.
+		c = mustClaim(t, f.s, "k:2", fpA, f.lockTTL, Claimed)
+		if err := f.s.Finish(ctx, "k:2", c.Token, want, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.s.Delete(ctx, "k:2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.s.Finish(ctx, "k:2", "late", want, time.Hour); err != nil {
+			t.Fatalf("Finish after resetting an unlocked key: %v", err)
+		}
+	})
+
+	t.Run("ResetTombstoneExpires", func(t *testing.T) {
+		f := newFixture(t)
+		old := mustClaim(t, f.s, "k:1", fpA, f.shortTTL, Claimed)
+		if _, err := f.s.Delete(ctx, "k:1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.s.Finish(ctx, "k:1", old.Token, outcome(200, "x"), time.Hour); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Finish while the tombstone lives = %v, want ErrNotOwner", err)
+		}
+		// Once the lock would have expired, a late Finish is the same as
+		// one after a lock that expired unclaimed: it records.
+		f.expireReset(t, "k:1")
+		if err := f.s.Finish(ctx, "k:1", old.Token, outcome(200, "x"), time.Hour); err != nil {
+			t.Fatalf("Finish after the tombstone expired: %v", err)
+		}
+		mustClaim(t, f.s, "k:1", fpA, f.lockTTL, Finished)
 	})
 
 	t.Run("Retention", func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package redistest runs throwaway redis-server processes for tests: a
-// single server that a test can kill and bring back on the same port, or a
-// three-node Redis Cluster. Servers listen on loopback ephemeral ports, keep
+// single server that a test can kill and bring back on the same port, a
+// replica of one, or a three-node Redis Cluster. Servers listen on loopback ephemeral ports, keep
 // nothing on disk beyond a test's temporary directory, and are killed when
 // the test ends.
 //
@@ -115,7 +115,8 @@ func (s *Server) Stop() {
 }
 
 // Start launches the server again on the same port, after Stop. Its data
-// is gone (nothing is persisted).
+// is gone unless the server was started with persistence in its Args
+// (by default nothing is persisted).
 func (s *Server) Start() {
 	s.t.Helper()
 	if err := s.launch(); err != nil {
@@ -197,6 +198,45 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redis-server on port %d did not answer PING within %v: %s", s.port, startTimeout, out.String())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// StartReplica starts a redis-server that replicates master (--replicaof,
+// with --masterauth when master has a password) and returns once the
+// replica acknowledges a write (so WAIT counts it). It is killed when the
+// test ends.
+func StartReplica(t testing.TB, master *Server) *Server {
+	t.Helper()
+	host, port, err := net.SplitHostPort(master.Addr)
+	if err != nil {
+		t.Fatalf("redistest: master address %q: %v", master.Addr, err)
+	}
+	// The first sync would otherwise wait 5s for more replicas to join.
+	if _, err := AuthCommand(master.Addr, master.password, "CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
+		t.Fatalf("redistest: configuring master %s: %v", master.Addr, err)
+	}
+	args := []string{"--replicaof", host, port}
+	if master.password != "" {
+		args = append(args, "--masterauth", master.password)
+	}
+	s := startServer(t, args, "", pickPort)
+	// The replica is in sync once it acknowledges a write (WAIT counts
+	// it): its link being up is not enough, the first acknowledgement can
+	// take another second.
+	deadline := time.Now().Add(startTimeout)
+	for {
+		acked, err := authCommands(master.Addr, master.password,
+			[]string{"SET", "redistest:replica-sync", "1"},
+			[]string{"DEL", "redistest:replica-sync"},
+			[]string{"WAIT", "1", "100"})
+		if err == nil && acked == "1" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			info, _ := Command(s.Addr, "INFO", "replication")
+			t.Fatalf("redistest: replica %s of %s not in sync within %v: %v %s", s.Addr, master.Addr, startTimeout, err, info)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -290,6 +330,12 @@ func Command(addr string, args ...string) (string, error) {
 // AuthCommand is Command on a server that requires password (none when
 // password is empty).
 func AuthCommand(addr, password string, args ...string) (string, error) {
+	return authCommands(addr, password, args)
+}
+
+// authCommands sends cmds in order on one connection (so a WAIT covers
+// the writes before it) and returns the last reply.
+func authCommands(addr, password string, cmds ...[]string) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return "", err
@@ -298,11 +344,15 @@ func AuthCommand(addr, password string, args ...string) (string, error) {
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
 	rd := bufio.NewReader(conn)
 	if password != "" {
-		if _, err := roundTrip(conn, rd, "AUTH", password); err != nil {
+		cmds = append([][]string{{"AUTH", password}}, cmds...)
+	}
+	var last string
+	for _, args := range cmds {
+		if last, err = roundTrip(conn, rd, args...); err != nil {
 			return "", err
 		}
 	}
-	return roundTrip(conn, rd, args...)
+	return last, nil
 }
 
 func roundTrip(conn net.Conn, rd *bufio.Reader, args ...string) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recorder is a testing.TB that records Fatalf instead of stopping.
@@ -48,5 +49,24 @@ func TestPassword(t *testing.T) {
 	}
 	if v, err := AuthCommand(s.Addr, "pw", "PING"); err != nil || v != "PONG" {
 		t.Fatalf("PING with the password = %q, %v", v, err)
+	}
+}
+
+func TestReplica(t *testing.T) {
+	master := StartServerWith(t, Options{Password: "pw"})
+	replica := StartReplica(t, master)
+	if _, err := AuthCommand(master.Addr, "pw", "SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err := Command(replica.Addr, "GET", "k")
+		if err == nil && v == "v" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET on the replica = %q, %v; the write did not arrive", v, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

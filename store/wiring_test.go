@@ -1,0 +1,124 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/store/redistest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func init() { store.SetRedisLogger(nil) }
+
+// TestDurabilityMetricsWiring drives the metrics exactly as the serve
+// wiring does, through a Redis restart.
+func TestDurabilityMetricsWiring(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	srv := redistest.StartServerWith(t, redistest.Options{Args: []string{"--maxmemory-policy", "allkeys-lru"}})
+	r, err := store.NewRedis(store.RedisOptions{Addrs: []string{srv.Addr}, OpTimeout: 200 * time.Millisecond,
+		OnReplicaShortfall: m.StoreReplicaShortfalls.Inc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	compare := func(want string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+			"clawgate_store_durable", "clawgate_store_persistence_info", "clawgate_store_restarts_total"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const help = `
+# HELP clawgate_store_durable 1 when no finished key can be lost by a store restart or eviction (every Redis master persists with AOF or RDB and has maxmemory-policy noeviction), 0 when keys can be lost, -1 when unknown (not checked yet, check failed, or CONFIG refused without AOF).
+# TYPE clawgate_store_durable gauge
+# HELP clawgate_store_restarts_total Durability checks that found a Redis master restarted (its run_id changed since the previous check).
+# TYPE clawgate_store_restarts_total counter
+`
+	const infoHelp = `# HELP clawgate_store_persistence_info The Redis store's persistence as last checked, always 1: aof (yes, no), rdb (yes, no, unknown) and maxmemory_policy; unknown when the check failed.
+# TYPE clawgate_store_persistence_info gauge
+`
+	compare(help + "clawgate_store_durable -1\nclawgate_store_restarts_total 0\n")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type report struct {
+		d   store.Durability
+		err error
+	}
+	reports := make(chan report)
+	r.WatchDurability(ctx, 10*time.Millisecond, func(d store.Durability, err error) {
+		// The serve wiring: these three calls, plus logging on change.
+		aof, rdb, policy := d.InfoLabels()
+		m.SetStoreDurability(aof, rdb, policy, d.Gauge())
+		if d.Restarted {
+			m.StoreRestarts.Inc()
+		}
+		select {
+		case reports <- report{d, err}:
+		case <-ctx.Done():
+		}
+	})
+	next := func() report {
+		t.Helper()
+		select {
+		case rep := <-reports:
+			return rep
+		case <-time.After(10 * time.Second):
+			t.Fatal("no durability report")
+		}
+		panic("unreachable")
+	}
+	if rep := next(); rep.err != nil {
+		t.Fatal(rep.err)
+	}
+	compare(help + infoHelp + `clawgate_store_durable 0
+clawgate_store_persistence_info{aof="no",maxmemory_policy="allkeys-lru",rdb="no"} 1
+clawgate_store_restarts_total 0
+`)
+	srv.Stop()
+	for next().err == nil {
+	}
+	// The old label set is gone, not left beside the new one.
+	compare(help + infoHelp + `clawgate_store_durable -1
+clawgate_store_persistence_info{aof="unknown",maxmemory_policy="unknown",rdb="unknown"} 1
+clawgate_store_restarts_total 0
+`)
+	srv.Start()
+	for rep := next(); rep.err != nil; rep = next() {
+	}
+	compare(help + infoHelp + `clawgate_store_durable 0
+clawgate_store_persistence_info{aof="no",maxmemory_policy="allkeys-lru",rdb="no"} 1
+clawgate_store_restarts_total 1
+`)
+}
+
+func TestMemoryBytesMetricWiring(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	if n, err := testutil.GatherAndCount(reg, "clawgate_store_memory_bytes"); err != nil || n != 0 {
+		t.Fatalf("clawgate_store_memory_bytes before ObserveStoreBytes: %d series, %v", n, err)
+	}
+	mem := store.NewMemory(store.MemoryOptions{OnEvict: m.StoreEvictions.Inc})
+	m.ObserveStoreBytes(mem.Bytes) // the serve wiring for the memory store
+	if _, err := mem.Claim(context.Background(), "orders:1", "fp", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`
+# HELP clawgate_store_memory_bytes Estimated size in bytes of the keys the memory store holds, the figure its byte budget bounds.
+# TYPE clawgate_store_memory_bytes gauge
+clawgate_store_memory_bytes %d
+`, mem.Bytes())
+	if mem.Bytes() <= 0 {
+		t.Fatalf("Bytes = %d after a claim", mem.Bytes())
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "clawgate_store_memory_bytes"); err != nil {
+		t.Fatal(err)
+	}
+}
