@@ -279,7 +279,7 @@ routes:
     dedupe: { mode: enforce }
     idempotency:
       required: true
-      key: ["header:Idempotency-Key"]
+      key: ["json:id"]   # signed: the body carries the id
     verify:
       scheme: hmac
       header: X-Signature

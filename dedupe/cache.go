@@ -18,14 +18,27 @@ type Entry struct {
 	Attempts atomic.Int64
 }
 
+// Flight is a key this instance is forwarding right now.
+type Flight struct {
+	// Attempts is the delivery count of the copy in flight (the store's,
+	// once its claim returned), plus every local copy answered 409 since.
+	Attempts atomic.Int64
+}
+
 // Cache is the in-process window: finished outcomes for Window (bounded by
 // Size, least recently used evicted first) and the keys this instance is
 // forwarding right now. Keys are route-scoped. Safe for concurrent use.
+//
+// An operator's reset (Remove) moves the reset generation on. A delivery
+// notes the generation when it begins (Gen) and passes it to Add: an
+// outcome that began before a reset is not added, so a delivery that was in
+// flight during the reset cannot put the forgotten outcome back.
 type Cache struct {
 	done *expirable.LRU[string, *Entry]
 
 	mu       sync.Mutex
-	inFlight map[string]struct{}
+	gen      uint64 // resets seen; guarded by mu
+	inFlight map[string]*Flight
 }
 
 // NewCache returns a window of at most size finished outcomes, each kept
@@ -33,33 +46,56 @@ type Cache struct {
 func NewCache(size int, window time.Duration) *Cache {
 	return &Cache{
 		done:     expirable.NewLRU[string, *Entry](size, nil, window),
-		inFlight: make(map[string]struct{}),
+		inFlight: make(map[string]*Flight),
 	}
 }
 
 // Get returns the finished entry for key, if it is in the window.
 func (c *Cache) Get(key string) (*Entry, bool) { return c.done.Get(key) }
 
-// Add stores a finished outcome seen attempts times.
-func (c *Cache) Add(key string, out store.Outcome, attempts int64) {
-	e := &Entry{Outcome: out}
-	e.Attempts.Store(attempts)
-	c.done.Add(key, e)
-}
-
-// Remove forgets key's finished outcome (the operator's reset).
-func (c *Cache) Remove(key string) { c.done.Remove(key) }
-
-// Begin marks key as being forwarded by this instance. It returns false when
-// another local copy already is.
-func (c *Cache) Begin(key string) bool {
+// Gen returns the reset generation, to be passed to Add by a delivery that
+// begins now.
+func (c *Cache) Gen() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, busy := c.inFlight[key]; busy {
+	return c.gen
+}
+
+// Add stores a finished outcome seen attempts times, unless a reset reached
+// this instance since gen was read: then it reports false and adds nothing.
+func (c *Cache) Add(key string, out store.Outcome, attempts int64, gen uint64) bool {
+	e := &Entry{Outcome: out}
+	e.Attempts.Store(attempts)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
 		return false
 	}
-	c.inFlight[key] = struct{}{}
+	c.done.Add(key, e)
 	return true
+}
+
+// Remove forgets key's finished outcome (the operator's reset) and moves
+// the reset generation on.
+func (c *Cache) Remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.done.Remove(key)
+}
+
+// Begin marks key as being forwarded by this instance and returns its
+// Flight. When another local copy already is, it returns that copy's Flight
+// and false.
+func (c *Cache) Begin(key string) (*Flight, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, busy := c.inFlight[key]; busy {
+		return f, false
+	}
+	f := &Flight{}
+	c.inFlight[key] = f
+	return f, true
 }
 
 // End clears the mark set by a successful Begin.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -22,18 +23,37 @@ import (
 
 // delivery is one request on its way through the steps.
 type delivery struct {
-	w       http.ResponseWriter
-	r       *http.Request
-	t       *table
-	rt      *route
-	start   time.Time
-	reqID   string
-	trace   string
-	body    []byte
-	key     string // derived key, "" when unkeyed
-	scoped  string // route:key
-	fp      string
+	w      http.ResponseWriter
+	r      *http.Request
+	t      *table
+	rt     *route
+	start  time.Time
+	reqID  string
+	trace  string
+	path   string // r.URL.Path with dot segments resolved: matched, fingerprinted, forwarded
+	body   []byte
+	key    string // derived key, "" when unkeyed
+	scoped string // route:key
+	fp     string
+	// attempt is the deliveries of the key counted so far (the store's
+	// count, or this instance's when the store did not answer); 0 when the
+	// delivery has no key.
 	attempt int64
+	// gen is the local window's reset generation when the delivery began:
+	// an outcome is added to the window only if no reset came since.
+	gen uint64
+	// flight is this delivery's mark in the local window while it holds
+	// the key; it is cleared before the answer is written, so a caller that
+	// stops reading cannot pin the key at 409.
+	flight *dedupe.Flight
+	// lockDeadline is when the store's lock, if this delivery took it,
+	// expires at the latest (taken before the claim was sent).
+	lockDeadline time.Time
+	// keyDone: the key is finished in the store (by this delivery, or
+	// before it with the same payload).
+	keyDone bool
+	// sig is the claim on the signed request (routes with a replay guard).
+	sig sigClaim
 	// localOnly: the store is down and on_error is forward; the local
 	// window is the only protection, so a finished outcome goes there.
 	localOnly bool
@@ -43,10 +63,18 @@ type delivery struct {
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// ServeHTTP runs contract section 3, steps 1 to 11, for one delivery.
+// ServeHTTP runs a delivery's steps in order: route, body, signature, key,
+// local window, store claim, then forward or answer the duplicate.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	d := &delivery{w: w, r: r, t: g.tbl.Load(), start: time.Now()}
+	d := &delivery{w: w, r: r, t: g.tbl.Load(), start: time.Now(), gen: g.cache.Gen()}
 	d.reqID, d.trace = ids(r.Header.Get("X-Request-Id"), r.Header.Get("Traceparent"))
+	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 {
+		// A chunked request may also have carried a Content-Length, which
+		// net/http drops without a trace: two framings in one request are a
+		// smuggling attempt (RFC 9112 section 6.1), so the connection is
+		// closed after the answer and nothing pipelined behind it is read.
+		w.Header().Set("Connection", "close")
+	}
 
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -55,11 +83,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		bufPool.Put(buf)
 	}
 	g.done(d, err)
+	if d.status == StatusClientClosed {
+		// Nothing was written: end the exchange without an answer, so that
+		// net/http does not send an implicit 200 for a delivery that was
+		// never forwarded.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
-	// 1. Route.
-	rt, err := d.t.match(d.r)
+	// 1. Route, on the path with its dot segments resolved.
+	path, err := cleanPath(d.r)
+	if err != nil {
+		return err
+	}
+	d.path = path
+	rt, err := d.t.match(d.r, path)
 	d.rt = rt
 	if err != nil {
 		if rt != nil {
@@ -103,7 +142,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "invalid idempotency key", err)
 	}
 	d.scoped = rt.Name + ":" + d.key
-	d.fp = dedupe.Fingerprint(d.r.Method, d.r.URL.Path, d.body)
+	d.fp = dedupe.Fingerprint(d.r.Method, path, d.body)
 
 	// 5. Local window: a finished outcome costs no store round trip.
 	if e, ok := g.cache.Get(d.scoped); ok {
@@ -113,27 +152,31 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		return g.finishedDuplicate(d, "cache", &e.Outcome)
 	}
 	rt.m.CacheMiss()
-	if !g.cache.Begin(d.scoped) {
+	flight, ok := g.cache.Begin(d.scoped)
+	if !ok {
+		d.attempt = flight.Attempts.Add(1)
 		return g.inFlightDuplicate(d, "cache", time.Second)
 	}
-	defer g.cache.End(d.scoped)
+	d.flight = flight
+	defer g.endFlight(d)
 
 	// 6. Claim the key in the store, one atomic step.
-	claim, err := g.store.Claim(d.r.Context(), d.scoped, d.fp, d.t.cfg.Dedupe.LockTTL)
-	if err != nil && d.r.Context().Err() != nil {
-		return d.r.Context().Err() // the caller hung up: 499, not a store failure
-	}
-	if err != nil {
-		g.storeError("claim", d, err)
-		if d.t.cfg.Store.OnError == "forward" {
-			d.localOnly = true
-			return g.forward(d, "")
+	d.lockDeadline = time.Now().Add(d.t.cfg.Dedupe.LockTTL)
+	if rt.digester != nil {
+		// The key comes from something the signature does not cover: the
+		// signed request itself is claimed too, so that it cannot be
+		// replayed under a fresh key.
+		if err := g.claimSignature(d); err != nil {
+			return g.claimFailed(d, err)
 		}
-		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)
-		se.retryAfter = 1
-		return se
+		defer g.settleSignature(d)
+	}
+	claim, err := g.store.Claim(d.r.Context(), d.scoped, d.fp, d.t.cfg.Dedupe.LockTTL)
+	if err != nil {
+		return g.claimFailed(d, err)
 	}
 	d.attempt = claim.Attempts
+	flight.Attempts.Store(claim.Attempts)
 	g.checkAttempts(d)
 	switch claim.State {
 	case store.Claimed:
@@ -142,12 +185,55 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		return g.inFlightDuplicate(d, "store", claim.RetryAfter)
 	case store.Finished:
 		if claim.Outcome.Fingerprint == d.fp {
-			g.cache.Add(d.scoped, claim.Outcome, claim.Attempts)
+			d.keyDone = true
+			g.cache.Add(d.scoped, claim.Outcome, claim.Attempts, d.gen)
 		}
 		return g.finishedDuplicate(d, "store", &claim.Outcome)
 	}
 	return fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable",
 		fmt.Errorf("proxy: claim returned state %v", claim.State))
+}
+
+// claimFailed answers a delivery whose claim (of its key or its signed
+// request) failed: the caller hung up (499), or the store did not answer:
+// 503 with Retry-After, or, with on_error: forward, forwarded on the local
+// window's protection alone.
+func (g *Gateway) claimFailed(d *delivery, err error) error {
+	if se := (*statusError)(nil); errors.As(err, &se) {
+		return err
+	}
+	if d.r.Context().Err() != nil {
+		return d.r.Context().Err() // the caller hung up: 499, not a store failure
+	}
+	if d.flight != nil && d.attempt == 0 {
+		// The store's count is out of reach: this instance's copies of the key.
+		d.attempt = d.flight.Attempts.Add(1)
+	}
+	g.storeError("claim", d, err)
+	if d.t.cfg.Store.OnError == "forward" {
+		d.localOnly = true
+		return g.forward(d, "")
+	}
+	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)
+	se.retryAfter = 1
+	return se
+}
+
+// endFlight clears the delivery's in-flight mark in the local window, once.
+// Every answer is written after it.
+func (g *Gateway) endFlight(d *delivery) {
+	if d.flight != nil {
+		g.cache.End(d.scoped)
+		d.flight = nil
+	}
+}
+
+// armWrite gives the answer about to be written its own deadline, so a
+// caller that stops reading cannot hold the handler (and the memory of the
+// answer) for longer than the write timeout.
+func (g *Gateway) armWrite(d *delivery) {
+	g.endFlight(d)
+	_ = http.NewResponseController(d.w).SetWriteDeadline(time.Now().Add(g.writeTimeout))
 }
 
 // finishedDuplicate answers a delivery whose key layer (cache, store) knows
@@ -195,8 +281,13 @@ func readBody(r *http.Request, buf *bytes.Buffer, max int64) error {
 	}
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
 	if err != nil {
-		if r.Context().Err() != nil {
-			return r.Context().Err()
+		// A body that ends early (the caller half-closed, or the read
+		// timeout fired mid-body) is never answered 2xx: it was not
+		// forwarded. net/http cancels the request's context on any read
+		// error, so the context cannot tell a hang-up from a short body.
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fail(http.StatusRequestTimeout, metrics.OutcomeRejected, "request body not received in time", err)
 		}
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "could not read body", err)
 	}
@@ -208,8 +299,9 @@ func readBody(r *http.Request, buf *bytes.Buffer, max int64) error {
 
 var errTooLarge = fail(http.StatusRequestEntityTooLarge, metrics.OutcomeRejected, "body larger than max_body", nil)
 
-// replay answers with a stored outcome (step 8).
+// replay answers with a stored outcome.
 func (g *Gateway) replay(d *delivery, out *store.Outcome) error {
+	g.armWrite(d)
 	h := d.w.Header()
 	if out.ContentType != "" {
 		h["Content-Type"] = []string{out.ContentType}
@@ -260,6 +352,9 @@ func (g *Gateway) done(d *delivery, err error) {
 	var cause slog.Attr
 	if err != nil {
 		se := statusOf(err)
+		if se.status != StatusClientClosed {
+			g.armWrite(d)
+		}
 		writeError(d.w, se, name, d.reqID)
 		d.status, d.outcome = se.status, se.outcome
 		switch {
@@ -294,10 +389,22 @@ func (g *Gateway) done(d *delivery, err error) {
 		slog.Int64("attempt", d.attempt),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 		slog.String("method", d.r.Method),
-		slog.String("path", d.r.URL.Path),
+		slog.String("path", clipPath(d.r.URL.Path)),
 		slog.String("request_id", d.reqID),
 		cause)
 	h.Handle(d.r.Context(), r)
+}
+
+// maxLoggedPath bounds the path in an access line: a scanner's 8 KiB path
+// must not make every log line of a 404 flood 8 KiB long.
+const maxLoggedPath = 256
+
+// clipPath shortens a path for the log, marking the cut.
+func clipPath(p string) string {
+	if len(p) <= maxLoggedPath {
+		return p
+	}
+	return p[:maxLoggedPath] + "...(truncated)"
 }
 
 // ids returns the delivery's X-Request-Id and traceparent: the caller's

@@ -2,9 +2,10 @@
 // the body, derives the idempotency key, answers duplicates from the local
 // window or the store, and forwards exactly one copy of each event upstream.
 //
-// Where to look: ServeHTTP (deliver.go) runs the steps of contract section 3
-// in order; forward.go sends the one copy and settles the key; errors.go is
-// the funnel that maps every failure to its status code.
+// Where to look: ServeHTTP (deliver.go) runs a delivery's steps in order;
+// forward.go sends the one copy and settles the key; errors.go is the
+// funnel that maps every failure to its status code; route.go matches
+// routes on the path with its dot segments resolved.
 package proxy
 
 import (
@@ -39,7 +40,14 @@ type Options struct {
 	// Now is the clock signatures are checked against. Nil: the delivery's
 	// arrival time.
 	Now func() time.Time
+	// WriteTimeout bounds the writing of each answer, from the moment it
+	// starts: a caller that stops reading is cut off after it. Zero:
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
 }
+
+// DefaultWriteTimeout is Options.WriteTimeout's zero value.
+const DefaultWriteTimeout = 30 * time.Second
 
 // Gateway is the http.Handler of the delivery listener.
 type Gateway struct {
@@ -50,8 +58,14 @@ type Gateway struct {
 	alerter Alerter
 	now     func() time.Time
 
+	writeTimeout time.Duration
+
 	tbl  atomic.Pointer[table]
 	held sync.Map // scoped key -> owner token, for locks held right now
+
+	pending  sync.WaitGroup // background finishes (forward.go)
+	stop     chan struct{}  // closed by Drain: background finishes give up
+	stopOnce sync.Once
 }
 
 // New returns a Gateway serving cfg. The local window's size and duration
@@ -64,6 +78,12 @@ func New(cfg *config.Config, o Options) *Gateway {
 		log:     o.Logger,
 		alerter: o.Alerter,
 		now:     o.Now,
+
+		writeTimeout: o.WriteTimeout,
+		stop:         make(chan struct{}),
+	}
+	if g.writeTimeout <= 0 {
+		g.writeTimeout = DefaultWriteTimeout
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -109,4 +129,21 @@ func (g *Gateway) ReleaseHeld(ctx context.Context) int {
 		return true
 	})
 	return n
+}
+
+// Drain waits, until ctx is done, for the finished keys still being
+// recorded in the background (a store that was briefly unreachable), then
+// makes those that remain give up (each logs an error). Called at shutdown
+// after the listener stopped. It reports whether all were done in time.
+func (g *Gateway) Drain(ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() { g.pending.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	g.stopOnce.Do(func() { close(g.stop) })
+	<-done
+	return false
 }

@@ -3,11 +3,14 @@ package proxy
 import (
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"sort"
 	"strings"
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/verify"
 )
 
 // route is a config.Route ready for the request path.
@@ -17,17 +20,21 @@ type route struct {
 	basePath string // upstream URL path without its trailing slash
 	m        *metrics.RouteMetrics
 	allow    string // Allow header for 405
+	// digester is set on routes with a replay guard (guard.go).
+	digester verify.SignedDigester
 }
 
 // table is one loaded config's routes, swapped whole on reload.
 type table struct {
-	cfg    *config.Config
-	exact  map[string][]*route // by match.path
-	prefix []*route            // by match.path_prefix, longest first
+	cfg *config.Config
+	// trustedNets are the peers whose forwarding headers are believed.
+	trustedNets []netip.Prefix
+	exact       map[string][]*route // by match.path
+	prefix      []*route            // by match.path_prefix, longest first
 }
 
 func newTable(cfg *config.Config, m *metrics.Metrics) *table {
-	t := &table{cfg: cfg, exact: map[string][]*route{}}
+	t := &table{cfg: cfg, exact: map[string][]*route{}, trustedNets: cfg.TrustedNets}
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
 		rt := &route{
@@ -36,6 +43,9 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 			basePath: strings.TrimSuffix(rc.UpstreamURL.EscapedPath(), "/"),
 			m:        m.Route(rc.Name),
 			allow:    strings.Join(rc.Match.Methods, ", "),
+		}
+		if rc.ReplayGuard {
+			rt.digester, _ = rc.Verifier.(verify.SignedDigester)
 		}
 		if rc.Match.Path != "" {
 			t.exact[rc.Match.Path] = append(t.exact[rc.Match.Path], rt)
@@ -53,7 +63,7 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 // then the longest path prefix; among routes on the same path, the first
 // whose host matches. A path that matches but whose methods do not gives
 // 405; no path gives 404.
-func (t *table) match(r *http.Request) (*route, error) {
+func (t *table) match(r *http.Request, path string) (*route, error) {
 	var wrongMethod *route
 	try := func(rt *route) bool {
 		if rt.Match.Host != "" && !strings.EqualFold(rt.Match.Host, hostOnly(r.Host)) {
@@ -69,7 +79,6 @@ func (t *table) match(r *http.Request) (*route, error) {
 		}
 		return false
 	}
-	path := r.URL.Path
 	for _, rt := range t.exact[path] {
 		if try(rt) {
 			return rt, nil
@@ -87,6 +96,25 @@ func (t *table) match(r *http.Request) (*route, error) {
 	return nil, fail(http.StatusNotFound, metrics.OutcomeRejected, "no route", nil)
 }
 
+// trusted reports whether the peer at remoteAddr (ip:port) is a trusted
+// proxy, whose X-Forwarded-For, X-Real-IP and Forwarded headers are kept.
+func (t *table) trusted(remoteAddr string) bool {
+	if len(t.trustedNets) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, n := range t.trustedNets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
 // hostOnly strips the port from a Host header value ("[::1]:8080" -> "::1").
 func hostOnly(host string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -96,9 +124,14 @@ func hostOnly(host string) string {
 }
 
 // upstreamURI is the request URI sent upstream: the route's base path, then
-// the inbound path with strip_prefix removed, then the query.
-func (rt *route) upstreamURI(r *http.Request) string {
+// the delivery's path (dot segments resolved) with strip_prefix removed,
+// then the query. The path is sent as the caller encoded it unless
+// resolving dot segments changed it.
+func (rt *route) upstreamURI(r *http.Request, path string) string {
 	p := r.URL.EscapedPath()
+	if path != r.URL.Path {
+		p = (&url.URL{Path: path}).EscapedPath()
+	}
 	if rt.StripPrefix != "" {
 		p = strings.TrimPrefix(p, rt.StripPrefix)
 		if !strings.HasPrefix(p, "/") {
@@ -110,4 +143,83 @@ func (rt *route) upstreamURI(r *http.Request) string {
 		p += "?" + r.URL.RawQuery
 	}
 	return p
+}
+
+var (
+	errPathEscapes = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path climbs above the root", nil)
+	errPathEncoded = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path has an encoded slash, backslash or NUL", nil)
+)
+
+// cleanPath returns the request's path with "." and ".." segments resolved
+// (RFC 3986 section 5.2.4) and repeated slashes kept as they are. Routes
+// are matched on it and it is what is forwarded, so "/hooks/a/../admin"
+// and "/hooks/a/%2e%2e/admin" are "/admin", never a path below
+// "/hooks/a/" sent on to that route's upstream. A path that climbs above
+// the root, or that hides a separator in an escape (%2F, %5C, a backslash
+// or NUL), is refused with 400: upstreams disagree on what those mean.
+func cleanPath(r *http.Request) (string, error) {
+	p := r.URL.Path
+	if strings.ContainsAny(p, "\\\x00") {
+		return "", errPathEncoded
+	}
+	if r.URL.RawPath != "" {
+		raw := r.URL.RawPath
+		for i := strings.IndexByte(raw, '%'); i >= 0 && i+2 < len(raw); {
+			if h := raw[i+1 : i+3]; strings.EqualFold(h, "2f") || strings.EqualFold(h, "5c") {
+				return "", errPathEncoded
+			}
+			j := strings.IndexByte(raw[i+1:], '%')
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+	}
+	if !hasDotSegment(p) {
+		return p, nil
+	}
+	segs := strings.Split(p, "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch s {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			// out[0] is the empty segment before the leading slash.
+			if len(out) <= 1 {
+				return "", errPathEscapes
+			}
+			out = out[:len(out)-1]
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	clean := strings.Join(out, "/")
+	if !strings.HasPrefix(clean, "/") {
+		clean = "/" + clean
+	}
+	return clean, nil
+}
+
+// hasDotSegment reports a "." or ".." segment in p.
+func hasDotSegment(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] != '.' || i > 0 && p[i-1] != '/' {
+			continue
+		}
+		j := i + 1
+		if j < len(p) && p[j] == '.' {
+			j++
+		}
+		if j == len(p) || p[j] == '/' {
+			return true
+		}
+	}
+	return false
 }

@@ -34,6 +34,11 @@ type Outbound struct {
 	RequestID   string
 	Traceparent string
 	Timeout     time.Duration
+	// TrustClient: the peer is a trusted proxy, so its X-Forwarded-*,
+	// X-Real-IP and Forwarded headers are kept (X-Forwarded-For is
+	// appended to). Otherwise they are replaced or removed: at the edge,
+	// nothing before the gateway is believed.
+	TrustClient bool
 }
 
 // Answer is an upstream response, valid until Release.
@@ -160,7 +165,8 @@ func (f *fastUpstream) Forward(ctx context.Context, out *Outbound) (Answer, erro
 	req.Header.SetHost(f.host)
 	conn := connectionTokens(in.Header["Connection"])
 	for name, vals := range in.Header {
-		if isHop(name, conn) || name == "Host" || name == "Content-Length" || isGatewayHeader(name) {
+		if isHop(name, conn) || name == "Host" || name == "Content-Length" || isGatewayHeader(name) ||
+			!out.TrustClient && isClientAddressHeader(name) {
 			continue
 		}
 		for _, v := range vals {
@@ -199,24 +205,41 @@ func isGatewayHeader(name string) bool {
 	return false
 }
 
-// setForwarded sets the headers the gateway adds to every forwarded delivery.
+// isClientAddressHeader: headers that claim who the client is; only a
+// trusted proxy's are passed on.
+func isClientAddressHeader(name string) bool {
+	return name == "X-Real-Ip" || name == "Forwarded"
+}
+
+// setForwarded sets the headers the gateway adds to every forwarded
+// delivery. X-Forwarded-For is the peer's address, after the chain a
+// trusted proxy sent; X-Forwarded-Proto and -Host are a trusted proxy's
+// when it sent them, else this hop's.
 func setForwarded(set func(k, v string), in *http.Request, out *Outbound) {
 	client, _, err := net.SplitHostPort(in.RemoteAddr)
 	if err != nil {
 		client = in.RemoteAddr
 	}
-	if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 && client != "" {
-		client = strings.Join(prior, ", ") + ", " + client
+	proto, host := "http", in.Host
+	if in.TLS != nil {
+		proto = "https"
+	}
+	if out.TrustClient {
+		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 && client != "" {
+			client = strings.Join(prior, ", ") + ", " + client
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			proto = v
+		}
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			host = v
+		}
 	}
 	if client != "" {
 		set("X-Forwarded-For", client)
 	}
-	proto := "http"
-	if in.TLS != nil {
-		proto = "https"
-	}
 	set("X-Forwarded-Proto", proto)
-	set("X-Forwarded-Host", in.Host)
+	set("X-Forwarded-Host", host)
 	set("X-Request-Id", out.RequestID)
 	set("traceparent", out.Traceparent)
 	if out.Key != "" {

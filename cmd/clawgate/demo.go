@@ -28,7 +28,7 @@ routes:
     match: { path: /webhook/order }
     upstream: %s
     timeout: 1s
-    idempotency: { key: ["header:Idempotency-Key", "json:id"] }
+    idempotency: { key: ["json:id", "header:Idempotency-Key"] }
     verify:
       scheme: hmac
       header: X-Signature

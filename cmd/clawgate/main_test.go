@@ -124,7 +124,7 @@ routes:
   - name: orders
     match: { path: /webhook/order }
     upstream: %UPSTREAM%
-    idempotency: { key: ["header:Idempotency-Key", "json:data.object.id"] }
+    idempotency: { key: ["json:data.object.id", "header:Idempotency-Key"] }
     verify:
       scheme: hmac
       header: X-Signature

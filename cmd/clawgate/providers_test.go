@@ -56,14 +56,14 @@ routes:
   - name: pubsub
     match: { path: /pubsub }
     upstream: %UPSTREAM%
-    idempotency: { key: ["json:message.messageId"] }
+    idempotency: { key: ["json:message.messageId"], allow_unsigned_key: true }   # the OIDC token does not sign the body
     verify:
       scheme: jwt
       jwt: { algorithms: [RS256], keys: [{ id: g1, pem_file: google.pub.pem }], issuer: "https://accounts.google.com", audience: "https://gw.example" }
   - name: hs
     match: { path: /hs }
     upstream: %UPSTREAM%
-    idempotency: { key: ["json:id"] }
+    idempotency: { key: ["json:id"], allow_unsigned_key: true }
     verify:
       scheme: jwt
       jwt: { algorithms: [HS256], keys: [{ id: h1, secret_env: T_HS }] }

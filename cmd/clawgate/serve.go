@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"strings"
 	"syscall"
 	"time"
 
@@ -75,6 +76,14 @@ func cmdServe(args []string, stderr io.Writer) int {
 	}
 }
 
+// The listeners' limits, the same for the delivery and admin listeners.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
 // instance is one running gateway: its listeners, store and handler.
 type instance struct {
 	cfg     *config.Config
@@ -86,9 +95,10 @@ type instance struct {
 	admin   *http.Server
 	addr    net.Addr // the delivery listener's address
 	errc    chan error
-	// stopSubs ends the reset subscription (nil without Redis).
-	stopSubs context.CancelFunc
-	alerts   *alert.Sender
+	// stopBG ends the background work (reset subscription, durability
+	// watch).
+	stopBG context.CancelFunc
+	alerts *alert.Sender
 }
 
 // start opens the store, binds both listeners (so a taken port fails here,
@@ -102,6 +112,9 @@ func start(cfg *config.Config, log *slog.Logger, reg *prometheus.Registry) (*ins
 	if err != nil {
 		return nil, err
 	}
+	// bg ends the instance's background work: the reset subscription and
+	// the Redis durability watch.
+	bg, stopBG := context.WithCancel(context.Background())
 	// Retry alerts go out from a background sender; without
 	// alerts.webhook_url_env it is disabled (log line and metric only).
 	al := alert.New(alert.Options{
@@ -109,25 +122,29 @@ func start(cfg *config.Config, log *slog.Logger, reg *prometheus.Registry) (*ins
 		Sent: m.AlertsSent, Logger: log,
 	})
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al})
-	in := &instance{cfg: cfg, log: log, metrics: m, store: st, gw: gw, alerts: al, errc: make(chan error, 2)}
-	// With Redis, an operator's key reset reaches every instance's window.
+	in := &instance{cfg: cfg, log: log, metrics: m, store: st, gw: gw, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
+	// With Redis, an operator's key reset reaches every instance's window,
+	// and Redis's persistence is watched.
 	var bc admin.Broadcaster
 	if r, ok := st.(*store.Redis); ok {
 		bc = r
-		ctx, cancel := context.WithCancel(context.Background())
-		in.stopSubs = cancel
-		r.SubscribeResets(ctx, gw.Forget)
+		r.SubscribeResets(bg, gw.Forget)
+		r.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m))
 	}
+	// Each answer gets its own write deadline (proxy.DefaultWriteTimeout,
+	// set as it starts), so WriteTimeout stays 0 here: a server-wide one
+	// would run from the request's arrival and cut slow upstreams' answers.
 	in.srv = &http.Server{
 		Handler:           gw,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		stopBG()
 		st.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
@@ -136,6 +153,7 @@ func start(cfg *config.Config, log *slog.Logger, reg *prometheus.Registry) (*ins
 	if cfg.Admin.Listen != "" {
 		aln, err = net.Listen("tcp", cfg.Admin.Listen)
 		if err != nil {
+			stopBG()
 			ln.Close()
 			st.Close()
 			return nil, fmt.Errorf("admin.listen: %w", err)
@@ -144,7 +162,14 @@ func start(cfg *config.Config, log *slog.Logger, reg *prometheus.Registry) (*ins
 			Handler: admin.Handler(admin.Options{
 				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log,
 			}),
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: readHeaderTimeout,
+			ReadTimeout:       readTimeout,
+			IdleTimeout:       idleTimeout,
+			MaxHeaderBytes:    maxHeaderBytes,
+			// Long enough for a 30 s CPU profile, short enough that a
+			// caller that stops reading lets go.
+			WriteTimeout: 2 * time.Minute,
+			ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
 		go in.serve(in.admin, aln, false)
 	}
@@ -198,6 +223,11 @@ func (in *instance) shutdown(grace time.Duration) {
 		in.log.Warn("grace period over; cutting requests in flight", "error", err.Error())
 		in.srv.Close()
 	}
+	// Keys the upstream accepted whose record could not be written yet
+	// (the store was briefly down) get what is left of the grace period.
+	if !in.gw.Drain(ctx) {
+		in.log.Error("grace period over with finished keys not yet recorded in the store")
+	}
 	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer rcancel()
 	if n := in.gw.ReleaseHeld(rctx); n > 0 {
@@ -206,9 +236,7 @@ func (in *instance) shutdown(grace time.Duration) {
 	if in.admin != nil {
 		in.admin.Close()
 	}
-	if in.stopSubs != nil {
-		in.stopSubs()
-	}
+	in.stopBG()
 	in.alerts.Close(rctx)
 	in.store.Close()
 }
@@ -223,9 +251,53 @@ func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.
 		return store.NewRedis(store.RedisOptions{
 			Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password,
 			DB: r.DB, TLS: r.TLS, KeyPrefix: r.KeyPrefix,
+			WaitReplicas: r.WaitReplicas, WaitTimeout: r.WaitTimeout, OnReplicaShortfall: m.StoreReplicaShortfalls.Inc,
+			ResetHold: cfg.Dedupe.LockTTL,
 		})
 	default:
 		log.Info("memory store: idempotency state is kept in this process only and lost on restart")
-		return store.NewMemory(store.MemoryOptions{MaxKeys: store.DefaultMaxKeys, OnEvict: m.StoreEvictions.Inc}), nil
+		mem := store.NewMemory(store.MemoryOptions{
+			MaxKeys: store.DefaultMaxKeys, MaxBytes: int64(cfg.Store.Memory.MaxBytes),
+			OnEvict: m.StoreEvictions.Inc, ResetHold: cfg.Dedupe.LockTTL,
+		})
+		m.ObserveStoreBytes(mem.Bytes)
+		m.SetStoreDurability("no", "no", "", 0) // nothing survives a restart
+		return mem, nil
+	}
+}
+
+// durabilityInterval is how often Redis's persistence settings are read
+// again (and so how soon a restart is noticed).
+const durabilityInterval = 30 * time.Second
+
+// durabilityReporter logs what the durability watch finds when it changes
+// (and every Redis restart), and keeps the store gauges current.
+func durabilityReporter(log *slog.Logger, m *metrics.Metrics) func(store.Durability, error) {
+	var last string
+	return func(d store.Durability, err error) {
+		if err != nil {
+			m.SetStoreDurability("unknown", "unknown", "unknown", -1)
+			if msg := "error: " + err.Error(); msg != last {
+				last = msg
+				log.Warn("could not read redis persistence settings", "error", err.Error())
+			}
+			return
+		}
+		aof, rdb, policy := d.InfoLabels()
+		m.SetStoreDurability(aof, rdb, policy, d.Gauge())
+		if d.Restarted {
+			m.StoreRestarts.Inc()
+			log.Warn("redis restarted (its run_id changed); without persistence its finished keys are gone and their next copies will be forwarded again",
+				"aof", aof, "rdb", rdb)
+		}
+		if msg := strings.Join(d.Problems, "; "); msg != last {
+			last = msg
+			for _, p := range d.Problems {
+				log.Warn("redis can lose idempotency keys: " + p)
+			}
+			if len(d.Problems) == 0 {
+				log.Info("redis keeps its keys through a restart and does not evict them", "aof", aof, "rdb", rdb, "maxmemory_policy", policy)
+			}
+		}
 	}
 }
