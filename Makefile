@@ -30,11 +30,17 @@ run: build
 test-deps:
 	@scripts/ensure-pkg.sh redis-server redis-server redis-cli redis-tools promtool prometheus
 
-## test: everything, against a real redis-server the tests start themselves.
+## test: everything, against a real redis-server the tests start themselves,
+## the short fault soak (TestSoakShort) and the SPIN model of the key protocol.
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test $(RACE) -count=1 -timeout 10m ./...
+	model/check.sh
 	scripts/check-deploy.sh
+
+## model: check the key protocol's model exhaustively with SPIN (installs spin and gcc if missing).
+model:
+	model/check.sh
 
 ## soak: the bounded fault soak: 2 gateways on a persistent Redis, 10,000 events,
 ## upstream 500s and hangs, gateway SIGKILLs and Redis restarts (a few minutes).
