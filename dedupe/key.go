@@ -315,43 +315,6 @@ func arrayIndex(seg string) int {
 	return n
 }
 
-// HeaderSources returns the header names the key may come from, and whether
-// every source is a header (a key that the body does not determine).
-// Templates count as header-only when all their placeholders are headers.
-func (k *KeySpec) HeaderSources() (names []string, onlyHeaders bool) {
-	if k == nil || len(k.Sources) == 0 {
-		return nil, false
-	}
-	onlyHeaders = true
-	addName := func(n string) {
-		for _, have := range names {
-			if have == n {
-				return
-			}
-		}
-		names = append(names, n)
-	}
-	for _, s := range k.Sources {
-		switch s.Kind {
-		case KindHeader:
-			addName(textproto.CanonicalMIMEHeaderKey(s.Name))
-		case KindTemplate:
-			for _, p := range s.Parts {
-				switch p.Kind {
-				case KindHeader:
-					addName(textproto.CanonicalMIMEHeaderKey(p.Name))
-				case KindLiteral:
-				default:
-					onlyHeaders = false
-				}
-			}
-		default:
-			onlyHeaders = false
-		}
-	}
-	return names, onlyHeaders
-}
-
 // Derive returns the first present source's key. Missing: ErrNoKey; invalid:
 // ErrBadKey. r is read for headers and query only; body is the raw body.
 //

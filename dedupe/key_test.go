@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -137,37 +138,6 @@ func TestParseKeyCompiles(t *testing.T) {
 				t.Errorf("String() = %q, want %q", got, want)
 			}
 		})
-	}
-}
-
-func TestHeaderSources(t *testing.T) {
-	tests := []struct {
-		sources []string
-		names   []string
-		only    bool
-	}{
-		{[]string{"header:Idempotency-Key"}, []string{"Idempotency-Key"}, true},
-		{[]string{"header:x-a", "header:X-A", "header:x-b"}, []string{"X-A", "X-B"}, true},
-		{[]string{"header:X-A", "json:id"}, []string{"X-A"}, false},
-		{[]string{"json:id"}, nil, false},
-		{[]string{"body:sha256"}, nil, false},
-		{[]string{"query:id", "header:X-A"}, []string{"X-A"}, false},
-		{[]string{"template:{header:X-A}:{header:X-B}"}, []string{"X-A", "X-B"}, true},
-		{[]string{"template:{header:X-A}:{json:id}"}, []string{"X-A"}, false},
-		{[]string{"header:X-C", "template:{header:X-A}-{header:X-C}"}, []string{"X-C", "X-A"}, true},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.sources, ","), func(t *testing.T) {
-			k := mustParse(t, tt.sources...)
-			names, only := k.HeaderSources()
-			if !reflect.DeepEqual(names, tt.names) || only != tt.only {
-				t.Fatalf("got %q, %v; want %q, %v", names, only, tt.names, tt.only)
-			}
-		})
-	}
-	var nilSpec *KeySpec
-	if n, only := nilSpec.HeaderSources(); n != nil || only {
-		t.Errorf("nil spec: %q %v", n, only)
 	}
 }
 
@@ -654,9 +624,12 @@ func fuzzRequest(k *KeySpec, hdr, query string, form bool) *http.Request {
 	r := &http.Request{Method: "POST", Header: http.Header{}, URL: &url.URL{Path: "/", RawQuery: query}}
 	r.Header["Idempotency-Key"] = []string{hdr}
 	if k != nil {
-		names, _ := k.HeaderSources()
-		for _, n := range names {
-			r.Header[n] = []string{hdr}
+		for _, src := range k.Sources {
+			for _, p := range append([]Source{src}, src.Parts...) {
+				if p.Kind == KindHeader {
+					r.Header[textproto.CanonicalMIMEHeaderKey(p.Name)] = []string{hdr}
+				}
+			}
 		}
 	}
 	if form {
@@ -718,7 +691,6 @@ func FuzzParseKey(f *testing.F) {
 				}
 			}
 		}
-		k.HeaderSources()
 		if _, err := k.Derive(fuzzRequest(k, "x", "a=1", true), []byte(`{"a":1}`)); err != nil && !errors.Is(err, ErrNoKey) && !errors.Is(err, ErrBadKey) {
 			t.Fatalf("Derive: %v", err)
 		}
