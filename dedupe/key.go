@@ -564,7 +564,7 @@ func headerValue(r *http.Request, name string) (string, bool, error) {
 	if len(vals) == 0 {
 		return "", false, nil
 	}
-	v := trimOWS(vals[0])
+	v := strings.Trim(vals[0], " \t")
 	if v == "" {
 		return "", false, nil
 	}
@@ -576,16 +576,6 @@ func headerValue(r *http.Request, name string) (string, bool, error) {
 		v = u
 	}
 	return v, v != "", nil
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // formValue returns the first value of a form field; "" when absent or the
@@ -605,7 +595,7 @@ func isFormContentType(ct string) bool {
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
-	return strings.EqualFold(trimOWS(ct), "application/x-www-form-urlencoded")
+	return strings.EqualFold(strings.Trim(ct, " \t"), "application/x-www-form-urlencoded")
 }
 
 // queryValue returns the first value of a query parameter, "" when absent.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/clawgate/clawgate/store/redistest"
 )
 
 // child is one process the soak started. Every child gets SIGKILL when the
@@ -113,7 +114,7 @@ func startRedis(ctx context.Context, dir string) (*redisProc, error) {
 		}
 		r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if last = r.start(ctx); last == nil {
-			info, err := respCommand(r.addr, "INFO", "persistence")
+			info, err := redistest.Command(r.addr, "INFO", "persistence")
 			if err != nil || !strings.Contains(info, "aof_enabled:1") {
 				r.stop(syscall.SIGKILL)
 				return nil, fmt.Errorf("redis-server on %s: append-only file is not on (%v): %q", r.addr, err, info)
@@ -154,8 +155,8 @@ func (r *redisProc) start(ctx context.Context) error {
 		default:
 		}
 		// Our process (not another that took the port), done loading the AOF.
-		if info, err := respCommand(r.addr, "INFO", "server"); err == nil && strings.Contains(info, want) {
-			if _, err := respCommand(r.addr, "PING"); err == nil {
+		if info, err := redistest.Command(r.addr, "INFO", "server"); err == nil && strings.Contains(info, want) {
+			if _, err := redistest.Command(r.addr, "PING"); err == nil {
 				return nil
 			}
 		}
@@ -168,51 +169,6 @@ func (r *redisProc) start(ctx context.Context) error {
 }
 
 func (r *redisProc) stop(sig syscall.Signal) time.Time { return r.signalAndWait(sig, 10*time.Second) }
-
-// respCommand sends one command over a fresh connection and returns a
-// status, integer or bulk reply as text; an error reply is an error.
-func respCommand(addr string, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := io.WriteString(conn, b.String()); err != nil {
-		return "", err
-	}
-	rd := bufio.NewReader(conn)
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return "", errors.New("empty reply")
-	}
-	switch line[0] {
-	case '+', ':':
-		return line[1:], nil
-	case '-':
-		return "", errors.New(line[1:])
-	case '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return "", nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
-	return "", fmt.Errorf("unsupported reply %q", line)
-}
 
 // ---------------------------------------------------------------- gateway
 

@@ -191,25 +191,14 @@ func unhex(b byte) (byte, bool) {
 // from exactly the value that was signed.
 func header(h http.Header, canon string) string {
 	if v := h[canon]; len(v) > 0 {
-		return trimOWS(v[0])
+		return strings.Trim(v[0], " \t")
 	}
 	for k, v := range h {
 		if len(v) > 0 && strings.EqualFold(k, canon) {
-			return trimOWS(v[0])
+			return strings.Trim(v[0], " \t")
 		}
 	}
 	return ""
-}
-
-// trimOWS removes leading and trailing spaces and tabs.
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // checkTimestamp parses ts (decimal Unix seconds, digits only) and checks it
