@@ -36,8 +36,9 @@ type Flight struct {
 type Cache struct {
 	done *expirable.LRU[string, *Entry]
 
+	gen atomic.Uint64 // resets seen; written under mu, read freely
+
 	mu       sync.Mutex
-	gen      uint64 // resets seen; guarded by mu
 	inFlight map[string]*Flight
 }
 
@@ -55,11 +56,7 @@ func (c *Cache) Get(key string) (*Entry, bool) { return c.done.Get(key) }
 
 // Gen returns the reset generation, to be passed to Add by a delivery that
 // begins now.
-func (c *Cache) Gen() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gen
-}
+func (c *Cache) Gen() uint64 { return c.gen.Load() }
 
 // Add stores a finished outcome seen attempts times, unless a reset reached
 // this instance since gen was read: then it reports false and adds nothing.
@@ -68,7 +65,7 @@ func (c *Cache) Add(key string, out store.Outcome, attempts int64, gen uint64) b
 	e.Attempts.Store(attempts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != gen {
+	if c.gen.Load() != gen {
 		return false
 	}
 	c.done.Add(key, e)
@@ -80,7 +77,7 @@ func (c *Cache) Add(key string, out store.Outcome, attempts int64, gen uint64) b
 func (c *Cache) Remove(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++
+	c.gen.Add(1)
 	c.done.Remove(key)
 }
 

@@ -165,9 +165,15 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	if rt.digester != nil {
 		// The key comes from something the signature does not cover: the
 		// signed request itself is claimed too, so that it cannot be
-		// replayed under a fresh key.
-		if err := g.claimSignature(d); err != nil {
+		// replayed under a fresh key (guard.go).
+		state, retry, err := g.claimSignature(d)
+		switch {
+		case err != nil:
 			return g.claimFailed(d, err)
+		case state == store.InFlight:
+			return g.inFlightDuplicate(d, "store", retry)
+		case state == store.Finished:
+			return g.signatureReplayed(d)
 		}
 		defer g.settleSignature(d)
 	}

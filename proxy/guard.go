@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -33,38 +34,48 @@ type sigClaim struct {
 var errSignatureReplayed = fail(http.StatusUnprocessableEntity, metrics.OutcomeConflict,
 	"this signed request was already accepted under another idempotency key", nil)
 
-// claimSignature claims d's signed request. It returns nil when the
+// claimSignature claims d's signed request. It returns Claimed when the
 // delivery may go on (the request is new, or was accepted under this same
-// key), a statusError for a replay (422) or a copy in flight (409), or the
+// key), InFlight with the lock's remaining time when another copy of it is
+// being forwarded, Finished when it was accepted under another key, or the
 // store's error.
-func (g *Gateway) claimSignature(d *delivery) error {
+func (g *Gateway) claimSignature(d *delivery) (store.State, time.Duration, error) {
 	digest, ok := d.rt.digester.SignedDigest(d.r.Header, d.body)
 	if !ok {
 		// Verify passed, so this cannot happen; fail closed all the same.
-		return fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized",
+		return 0, 0, fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized",
 			errors.New("proxy: signed request without a digest"))
 	}
 	kh := sha256.Sum256([]byte(d.scoped))
 	d.sig = sigClaim{key: d.rt.Name + "|sig:" + hex.EncodeToString(digest[:]), keyHash: hex.EncodeToString(kh[:])}
 	claim, err := g.store.Claim(d.r.Context(), d.sig.key, d.sig.keyHash, d.t.cfg.Dedupe.LockTTL)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	switch claim.State {
 	case store.Claimed:
 		d.sig.token = claim.Token
-		return nil
+		return store.Claimed, 0, nil
 	case store.InFlight:
-		return g.inFlightDuplicate(d, "store", claim.RetryAfter)
+		return store.InFlight, claim.RetryAfter, nil
 	case store.Finished:
 		if claim.Outcome.Fingerprint == d.sig.keyHash {
-			return nil
+			return store.Claimed, 0, nil
 		}
-		d.rt.m.SignatureReplay()
-		d.rt.m.Duplicate("store", metrics.OutcomeConflict)
-		return errSignatureReplayed
+		return store.Finished, 0, nil
 	}
-	return errors.New("proxy: signature claim returned an unknown state")
+	return 0, 0, fmt.Errorf("proxy: signature claim returned state %v", claim.State)
+}
+
+// signatureReplayed answers a signed request already accepted under another
+// key: 422, counted; in shadow mode counted and forwarded anyway.
+func (g *Gateway) signatureReplayed(d *delivery) error {
+	d.rt.m.SignatureReplay()
+	d.rt.m.Duplicate("store", metrics.OutcomeConflict)
+	if d.rt.Dedupe.Mode == "shadow" {
+		return g.forward(d, "")
+	}
+	return errSignatureReplayed
 }
 
 // settleSignature records the signed request as accepted under d's key once

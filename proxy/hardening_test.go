@@ -180,6 +180,22 @@ func TestSignedRequestReplayedUnderFreshKeyIsRefused(t *testing.T) {
 	}
 }
 
+// In shadow mode a replayed signature is counted and forwarded anyway, once.
+func TestReplayGuardInShadowModeCountsAndForwards(t *testing.T) {
+	h := newHarness(t, nil, withRouteYAML("    dedupe: { mode: shadow }\n    idempotency: { key: [\"header:Idempotency-Key\"] }"))
+	for _, key := range []string{"evt_a", "evt_b"} {
+		if r := h.post(t, "/webhook/order", key, event); r.status != 200 || r.body != `{"ok":true}` {
+			t.Fatalf("%s: %d %q", key, r.status, r.body)
+		}
+	}
+	if n := h.upCalls.Load(); n != 2 {
+		t.Fatalf("upstream saw %d deliveries, want 2", n)
+	}
+	if v := h.metric("webhook_signature_replays_total", map[string]string{"route": "orders"}); v != 1 {
+		t.Fatalf("webhook_signature_replays_total = %v, want 1", v)
+	}
+}
+
 // A signed request whose delivery failed upstream is released, so the
 // provider's retry under the same key goes through.
 func TestReplayGuardReleasesFailedDeliveries(t *testing.T) {

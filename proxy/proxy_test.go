@@ -413,6 +413,13 @@ func TestStoreUnavailable(t *testing.T) {
 		if v := h.metric("webhook_store_errors_total", map[string]string{"op": "claim"}); v != 1 {
 			t.Fatalf("store errors %v", v)
 		}
+		// The store's count is out of reach; the access line names this
+		// instance's instead of 0.
+		for _, l := range h.logs.Lines() {
+			if l["msg"] == "delivery" && l["attempt"] != float64(1) {
+				t.Fatalf("503 access line attempt %v, want 1", l["attempt"])
+			}
+		}
 	})
 	t.Run("forward", func(t *testing.T) {
 		h := newHarness(t, nil, withStore(failingStore{}),
