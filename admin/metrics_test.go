@@ -139,8 +139,8 @@ func TestDashboardAndRulesUseLiveMetricNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range metricNames(string(rules)) {
-		// dead_letter_queue_size belongs to the delivery queue (contract
-		// section 7), not built yet; its rule is silent while it is absent.
+		// dead_letter_queue_size belongs to the delivery queue, not built
+		// yet; its rule is silent while it is absent.
 		if !exported[name] && name != "dead_letter_queue_size" {
 			t.Errorf("alert rules use %s, which /metrics does not export", name)
 		}

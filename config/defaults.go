@@ -6,7 +6,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Defaults of the top-level settings (contract section 2).
+// Defaults of the top-level settings (gateway.yaml shows each).
 const (
 	DefaultListen           = ":8080"
 	DefaultAdminListen      = "127.0.0.1:9090"

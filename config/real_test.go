@@ -117,7 +117,7 @@ routes:
 }
 
 // TestRepositoryGatewayYAML: the repository's own gateway.yaml loads with
-// no environment set (contract section 2).
+// no environment set, as the README promises.
 func TestRepositoryGatewayYAML(t *testing.T) {
 	realDeps(t)
 	path := filepath.Join("..", "gateway.yaml")

@@ -1,5 +1,6 @@
 // Package metrics defines every Prometheus series clawgate exports, with the
-// names and labels of the product contract (section 5). Collectors are
+// names and labels the README's metrics table lists (dashboards and alert
+// rules depend on them, so they never change). Collectors are
 // registered on an injected prometheus.Registerer so tests can read them
 // back with Gather().
 package metrics

@@ -44,13 +44,14 @@ run() {
 	return 0
 }
 
-# Metric names clawgate exports (contract sections 5 and 7). Histograms are
+# Metric names clawgate exports (the README's metrics table). Histograms are
 # only valid with _bucket/_sum/_count. dead_letter_queue_size is not exported
 # yet: rules may use it (they match nothing while it is absent), dashboards not.
 counters_gauges="webhook_duplicate_requests_total idempotency_cache_hit_ratio
 webhook_requests_total idempotency_cache_hits_total idempotency_cache_misses_total
 webhook_signature_failures_total webhook_signature_verified_total
-webhook_lock_released_total webhook_store_errors_total webhook_attempts_exceeded_total"
+webhook_lock_released_total webhook_store_errors_total webhook_attempts_exceeded_total
+webhook_finish_deferred_total webhook_signature_replays_total"
 histograms="webhook_processing_duration_seconds webhook_upstream_duration_seconds"
 not_yet="dead_letter_queue_size"
 

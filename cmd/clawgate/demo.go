@@ -36,7 +36,7 @@ routes:
       secrets: [{ id: demo, secret: demo-secret-change-me }]
 `
 
-// cmdDemo replays the incident of the contract: a provider pushes the same
+// cmdDemo replays the incident clawgate exists for: a provider pushes the same
 // signed order event 17 times; the upstream is too slow on the first attempt,
 // so the gateway answers 504 and the upstream abandons that attempt. It
 // exits 0 when the upstream completed the event exactly once.
