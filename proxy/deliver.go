@@ -239,8 +239,14 @@ func (g *Gateway) endFlight(d *delivery) {
 // answer) for longer than the write timeout.
 func (g *Gateway) armWrite(d *delivery) {
 	g.endFlight(d)
-	_ = http.NewResponseController(d.w).SetWriteDeadline(time.Now().Add(g.writeTimeout))
+	// net/http's HTTP/1 and HTTP/2 response writers have the method; this
+	// handler is never wrapped, so no http.ResponseController is needed.
+	if w, ok := d.w.(writeDeadliner); ok {
+		_ = w.SetWriteDeadline(time.Now().Add(g.writeTimeout))
+	}
 }
+
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // finishedDuplicate answers a delivery whose key layer (cache, store) knows
 // as finished: the stored outcome is replayed (step 8), or 422 when the key

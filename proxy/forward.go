@@ -97,7 +97,7 @@ func (g *Gateway) forward(d *delivery, token string) error {
 // the key.
 func (g *Gateway) finish(ctx context.Context, d *delivery, token string, ans Answer) {
 	out := outcomeOf(d, ans)
-	f := &pendingFinish{g: g, rt: d.rt, scoped: d.scoped, key: d.key, reqID: d.reqID,
+	f := pendingFinish{g: g, rt: d.rt, scoped: d.scoped, key: d.key, reqID: d.reqID,
 		token: token, out: out, deadline: d.lockDeadline.Add(-finishMargin)}
 	err := f.try(ctx)
 	retried := false
@@ -159,7 +159,7 @@ func (f *pendingFinish) try(ctx context.Context) error {
 // finishLater keeps trying f in the background, with growing pauses,
 // until it is recorded, another copy turns out to hold the key, the lock's
 // deadline passes, or the gateway is closed (Close waits for it first).
-func (g *Gateway) finishLater(f *pendingFinish) {
+func (g *Gateway) finishLater(f pendingFinish) {
 	g.pending.Add(1)
 	f.rt.m.FinishDeferred("deferred")
 	go func() {
@@ -173,7 +173,7 @@ func (g *Gateway) finishLater(f *pendingFinish) {
 			select {
 			case <-g.stop:
 				f.rt.m.FinishDeferred("gave_up")
-				g.logUnrecorded(f, "the gateway stopped")
+				g.logUnrecorded(&f, "the gateway stopped")
 				return
 			case <-time.After(wait):
 			}
@@ -189,7 +189,7 @@ func (g *Gateway) finishLater(f *pendingFinish) {
 			pause = min(2*pause, time.Second)
 		}
 		f.rt.m.FinishDeferred("gave_up")
-		g.logUnrecorded(f, "the lock's lifetime ran out")
+		g.logUnrecorded(&f, "the lock's lifetime ran out")
 	}()
 }
 
