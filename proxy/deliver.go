@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -39,26 +38,13 @@ type delivery struct {
 	// count, or this instance's when the store did not answer); 0 when the
 	// delivery has no key.
 	attempt int64
-	// gen is the local window's reset generation when the delivery began:
-	// an outcome is added to the window only if no reset came since.
+	// gen is the local window's reset generation when the delivery began.
 	gen uint64
-	// flight is this delivery's mark in the local window while it holds
-	// the key; it is cleared before the answer is written, so a caller that
-	// stops reading cannot pin the key at 409.
-	flight *dedupe.Flight
-	// lockDeadline is when the store's lock, if this delivery took it,
-	// expires at the latest (taken before the claim was sent).
-	lockDeadline time.Time
-	// keyDone: the key is finished in the store (by this delivery, or
-	// before it with the same payload).
-	keyDone bool
-	// sig is the claim on the signed request (routes with a replay guard).
-	sig sigClaim
-	// localOnly: the store is down and on_error is forward; the local
-	// window is the only protection, so a finished outcome goes there.
-	localOnly bool
-	status    int
-	outcome   string
+	// k is the delivery's hold on its key (nil when unkeyed or before the
+	// window was asked); sig the replay guard's hold on its signed request.
+	k, sig  *dedupe.Key
+	status  int
+	outcome string
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -66,7 +52,7 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // ServeHTTP runs a delivery's steps in order: route, body, signature, key,
 // local window, store claim, then forward or answer the duplicate.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	d := &delivery{w: w, r: r, t: g.tbl.Load(), start: time.Now(), gen: g.cache.Gen()}
+	d := &delivery{w: w, r: r, t: g.tbl.Load(), start: time.Now(), gen: g.guard.Gen()}
 	d.reqID, d.trace = ids(r.Header.Get("X-Request-Id"), r.Header.Get("Traceparent"))
 	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 {
 		// A chunked request may also have carried a Content-Length, which
@@ -127,7 +113,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		rt.m.SignatureVerified(secretID)
 	}
 	if rt.Dedupe.Mode == "off" {
-		return g.forward(d, "")
+		return g.forward(d, nil)
 	}
 
 	// 4. Key and fingerprint.
@@ -135,7 +121,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	switch {
 	case errors.Is(err, dedupe.ErrNoKey) && !rt.Idempotency.Required:
 		d.outcome = metrics.OutcomeUnkeyed
-		return g.forward(d, "")
+		return g.forward(d, nil)
 	case errors.Is(err, dedupe.ErrNoKey):
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "missing idempotency key", err)
 	case err != nil:
@@ -145,100 +131,74 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	d.fp = dedupe.Fingerprint(d.r.Method, path, d.body)
 
 	// 5. Local window: a finished outcome costs no store round trip.
-	if e, ok := g.cache.Get(d.scoped); ok {
-		rt.m.CacheHit()
-		d.attempt = e.Attempts.Add(1)
-		g.checkAttempts(d)
-		return g.finishedDuplicate(d, "cache", &e.Outcome)
+	lockTTL := d.t.cfg.Dedupe.LockTTL
+	labels := dedupe.Labels{Route: rt.Name, Key: d.key, RequestID: d.reqID, Metrics: rt.m}
+	k, adm := g.guard.Open(d.scoped, d.fp, d.gen, lockTTL, labels)
+	if adm.Verdict != dedupe.Proceed {
+		return g.duplicate(d, adm)
 	}
-	rt.m.CacheMiss()
-	flight, ok := g.cache.Begin(d.scoped)
-	if !ok {
-		d.attempt = flight.Attempts.Add(1)
-		return g.inFlightDuplicate(d, "cache", time.Second)
-	}
-	d.flight = flight
-	defer g.endFlight(d)
+	d.k = k
+	defer k.Done()
 
 	// 6. Claim the key in the store, one atomic step.
-	d.lockDeadline = time.Now().Add(d.t.cfg.Dedupe.LockTTL)
+	ctx := d.r.Context()
 	if rt.digester != nil {
 		// The key comes from something the signature does not cover: the
 		// signed request itself is claimed too, so that it cannot be
 		// replayed under a fresh key (guard.go).
-		state, retry, err := g.claimSignature(d)
-		switch {
-		case err != nil:
-			return g.claimFailed(d, err)
-		case state == store.InFlight:
-			return g.inFlightDuplicate(d, "store", retry)
-		case state == store.Finished:
-			return g.signatureReplayed(d)
+		if answered, err := g.claimSignature(d, labels); answered {
+			return err
 		}
-		defer g.settleSignature(d)
+		defer func() { d.sig.SettleHeld(context.WithoutCancel(ctx), k.Finished(), "signature", rt.Retention) }()
 	}
-	claim, err := g.store.Claim(d.r.Context(), d.scoped, d.fp, d.t.cfg.Dedupe.LockTTL)
-	if err != nil {
-		return g.claimFailed(d, err)
+	adm = k.Claim(ctx)
+	if adm.Verdict == dedupe.Unavailable {
+		return g.storeDown(d, adm)
 	}
-	d.attempt = claim.Attempts
-	flight.Attempts.Store(claim.Attempts)
+	if adm.Verdict != dedupe.Proceed {
+		return g.duplicate(d, adm)
+	}
+	d.attempt = adm.Attempts
 	g.checkAttempts(d)
-	switch claim.State {
-	case store.Claimed:
-		return g.forward(d, claim.Token)
-	case store.InFlight:
-		return g.inFlightDuplicate(d, "store", claim.RetryAfter)
-	case store.Finished:
-		if claim.Outcome.Fingerprint == d.fp {
-			d.keyDone = true
-			g.cache.Add(d.scoped, claim.Outcome, claim.Attempts, d.gen)
-		}
-		return g.finishedDuplicate(d, "store", &claim.Outcome)
-	}
-	return fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable",
-		fmt.Errorf("proxy: claim returned state %v", claim.State))
+	return g.forward(d, k)
 }
 
-// claimFailed answers a delivery whose claim (of its key or its signed
-// request) failed: the caller hung up (499), or the store did not answer:
-// 503 with Retry-After, or, with on_error: forward, forwarded on the local
-// window's protection alone.
-func (g *Gateway) claimFailed(d *delivery, err error) error {
-	if se := (*statusError)(nil); errors.As(err, &se) {
-		return err
+// duplicate answers a delivery the window or the store knows as another
+// copy: finished (replayed, or 422 for another payload) or in flight (409).
+func (g *Gateway) duplicate(d *delivery, adm dedupe.Admission) error {
+	d.attempt = adm.Attempts
+	if adm.Verdict == dedupe.Busy {
+		if adm.Layer == "store" {
+			g.checkAttempts(d)
+		}
+		return g.inFlightDuplicate(d, adm.Layer, adm.RetryAfter)
 	}
+	g.checkAttempts(d)
+	return g.finishedDuplicate(d, adm.Layer, adm.Outcome)
+}
+
+// storeDown answers a delivery whose store did not answer: 499 when the
+// caller hung up meanwhile; else 503 with Retry-After, or, with on_error:
+// forward, forwarded on the local window's protection alone.
+func (g *Gateway) storeDown(d *delivery, adm dedupe.Admission) error {
 	if d.r.Context().Err() != nil {
 		return d.r.Context().Err() // the caller hung up: 499, not a store failure
 	}
-	if d.flight != nil && d.attempt == 0 {
-		// The store's count is out of reach: this instance's copies of the key.
-		d.attempt = d.flight.Attempts.Add(1)
-	}
-	g.storeError("claim", d, err)
+	d.attempt = adm.Attempts
 	if d.t.cfg.Store.OnError == "forward" {
-		d.localOnly = true
-		return g.forward(d, "")
+		d.k.ForwardLocally()
+		return g.forward(d, d.k)
 	}
-	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)
+	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", adm.Err)
 	se.retryAfter = 1
 	return se
-}
-
-// endFlight clears the delivery's in-flight mark in the local window, once.
-// Every answer is written after it.
-func (g *Gateway) endFlight(d *delivery) {
-	if d.flight != nil {
-		g.cache.End(d.scoped)
-		d.flight = nil
-	}
 }
 
 // armWrite gives the answer about to be written its own deadline, so a
 // caller that stops reading cannot hold the handler (and the memory of the
 // answer) for longer than the write timeout.
 func (g *Gateway) armWrite(d *delivery) {
-	g.endFlight(d)
+	d.k.Done()
 	// net/http's HTTP/1 and HTTP/2 response writers have the method; this
 	// handler is never wrapped, so no http.ResponseController is needed.
 	if w, ok := d.w.(writeDeadliner); ok {
@@ -261,7 +221,7 @@ func (g *Gateway) finishedDuplicate(d *delivery, layer string, out *store.Outcom
 	d.rt.m.Duplicate(layer, outcome)
 	switch {
 	case d.rt.Dedupe.Mode == "shadow":
-		return g.forward(d, "")
+		return g.forward(d, nil)
 	case same:
 		return g.replay(d, out)
 	}
@@ -273,7 +233,7 @@ func (g *Gateway) finishedDuplicate(d *delivery, layer string, out *store.Outcom
 func (g *Gateway) inFlightDuplicate(d *delivery, layer string, retry time.Duration) error {
 	d.rt.m.Duplicate(layer, metrics.OutcomeInFlight)
 	if d.rt.Dedupe.Mode == "shadow" {
-		return g.forward(d, "")
+		return g.forward(d, nil)
 	}
 	se := fail(http.StatusConflict, metrics.OutcomeInFlight, "a delivery with this idempotency key is in progress", nil)
 	se.retryAfter = max(1, int(math.Ceil(retry.Seconds())))
@@ -343,13 +303,6 @@ func (g *Gateway) checkAttempts(d *delivery) {
 	if g.alerter != nil {
 		g.alerter.Alert(d.rt.Name, d.key, d.attempt)
 	}
-}
-
-func (g *Gateway) storeError(op string, d *delivery, err error) {
-	g.metrics.StoreErrors.WithLabelValues(op).Inc()
-	g.log.LogAttrs(context.Background(), slog.LevelError, "store error",
-		slog.String("op", op), slog.String("route", d.rt.Name), slog.String("key", d.key),
-		slog.String("request_id", d.reqID), slog.String("error", err.Error()))
 }
 
 // done is the single exit: it writes the gateway's own error answer if there

@@ -2,11 +2,10 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
 )
@@ -25,15 +24,11 @@ func finishes(status int) bool {
 }
 
 // forward sends the one copy upstream and settles the key with the
-// answer. token is the lock owner's token, or "" when this copy holds no
-// lock (unkeyed, dedupe off, shadow duplicates, store down with on_error:
-// forward): then the key's state is left alone.
-func (g *Gateway) forward(d *delivery, token string) error {
+// answer. k is the delivery's hold on its key, or nil when this copy holds
+// none (unkeyed, dedupe off, duplicates forwarded in shadow mode): then
+// the key's state is left alone.
+func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	rt := d.rt
-	if token != "" {
-		g.held.Store(d.scoped, token)
-		defer g.held.Delete(d.scoped)
-	}
 	out := Outbound{
 		In:          d.r,
 		Body:        d.body,
@@ -51,23 +46,19 @@ func (g *Gateway) forward(d *delivery, token string) error {
 	// Settling the key must survive the caller hanging up.
 	ctx := context.WithoutCancel(d.r.Context())
 	if err != nil {
-		if token != "" {
-			g.release(ctx, d, token, releaseReason(err))
+		if k != nil {
+			k.Release(ctx, releaseReason(err))
 		}
 		return err
 	}
 	defer ans.Release()
 	status := ans.StatusCode()
 	switch {
-	case token != "" && finishes(status):
-		// From here on the lock must not be released at shutdown: the
-		// upstream took the event.
-		g.held.Delete(d.scoped)
-		g.finish(ctx, d, token, ans)
-	case token != "":
-		g.release(ctx, d, token, "upstream_status")
-	case d.localOnly && finishes(status):
-		g.cache.Add(d.scoped, outcomeOf(d, ans), d.attempt, d.gen)
+	case k == nil:
+	case finishes(status):
+		k.Finish(ctx, outcomeOf(d, ans), d.attempt, rt.Retention)
+	default:
+		k.Release(ctx, "upstream_status")
 	}
 	g.armWrite(d)
 	h := d.w.Header()
@@ -82,123 +73,6 @@ func (g *Gateway) forward(d *delivery, token string) error {
 	return nil
 }
 
-// finish records the key as finished, for the route's retention, and adds
-// the outcome to the local window. A body over replay_body_limit is not
-// kept: its replays carry the status alone.
-//
-// Finish is the step that makes the key's fate durable: if it never lands,
-// the lock expires after lock_ttl with no record behind it and the next
-// copy is forwarded again. So a failed Finish is tried again at once a few
-// times, and then, after the answer went out, in the background for as
-// long as the lock can still be this delivery's (a Redis restart takes
-// about a second). The finish script checks the token, so a repeat after a
-// success that timed out changes nothing; a lock that vanished with a Redis
-// that lost its data is recorded all the same unless another copy holds
-// the key.
-func (g *Gateway) finish(ctx context.Context, d *delivery, token string, ans Answer) {
-	out := outcomeOf(d, ans)
-	f := pendingFinish{g: g, rt: d.rt, scoped: d.scoped, key: d.key, reqID: d.reqID,
-		token: token, out: out, deadline: d.lockDeadline.Add(-finishMargin)}
-	err := f.try(ctx)
-	retried := false
-	for n := 1; retryableFinish(err) && n < finishTries; n++ {
-		time.Sleep(time.Duration(n) * 25 * time.Millisecond)
-		err = f.try(ctx)
-		retried = true
-	}
-	switch {
-	case errors.Is(err, store.ErrNotOwner) && !retried:
-		// The lock outlived lock_ttl and another copy holds or finished
-		// the key: leave the store alone.
-		d.rt.m.LockReleased("expired")
-	case errors.Is(err, store.ErrNotOwner):
-		// An earlier try that timed out had in fact finished the key.
-	case err != nil:
-		g.finishLater(f)
-	}
-	d.keyDone = true
-	g.cache.Add(d.scoped, out, d.attempt, d.gen)
-}
-
-// finishTries bounds the attempts at recording a finished key before the
-// answer is written; later ones run in the background.
-const finishTries = 4
-
-// finishMargin is how long before the lock's expiry the background tries
-// stop: the last one must reach the store while the lock (and a reset's
-// tombstone, which lives as long) can still be there, whatever the store's
-// own call deadline (500 ms for Redis). Route timeouts leave 3 s of
-// lock_ttl, so this leaves the background at least 2 s.
-const finishMargin = time.Second
-
-func retryableFinish(err error) bool { return err != nil && !errors.Is(err, store.ErrNotOwner) }
-
-// pendingFinish is a finished key not yet recorded in the store.
-type pendingFinish struct {
-	g        *Gateway
-	rt       *route
-	scoped   string
-	key      string
-	reqID    string
-	token    string
-	out      store.Outcome
-	deadline time.Time // when to stop trying: finishMargin before the lock's expiry
-}
-
-func (f *pendingFinish) try(ctx context.Context) error {
-	err := f.g.store.Finish(ctx, f.scoped, f.token, f.out, f.rt.Retention)
-	if retryableFinish(err) {
-		f.g.metrics.StoreErrors.WithLabelValues("finish").Inc()
-		f.g.log.LogAttrs(ctx, slog.LevelError, "store error", slog.String("op", "finish"),
-			slog.String("route", f.rt.Name), slog.String("key", f.key),
-			slog.String("request_id", f.reqID), slog.String("error", err.Error()))
-	}
-	return err
-}
-
-// finishLater keeps trying f in the background, with growing pauses,
-// until it is recorded, another copy turns out to hold the key, the lock's
-// deadline passes, or the gateway is closed (Close waits for it first).
-func (g *Gateway) finishLater(f pendingFinish) {
-	g.pending.Add(1)
-	f.rt.m.FinishDeferred("deferred")
-	go func() {
-		defer g.pending.Done()
-		pause := 50 * time.Millisecond
-		for {
-			wait := min(pause, time.Until(f.deadline))
-			if wait <= 0 {
-				break
-			}
-			select {
-			case <-g.stop:
-				f.rt.m.FinishDeferred("gave_up")
-				g.logUnrecorded(&f, "the gateway stopped")
-				return
-			case <-time.After(wait):
-			}
-			err := f.try(context.Background())
-			switch {
-			case err == nil:
-				f.rt.m.FinishDeferred("recorded")
-				return
-			case errors.Is(err, store.ErrNotOwner):
-				f.rt.m.FinishDeferred("not_owner")
-				return
-			}
-			pause = min(2*pause, time.Second)
-		}
-		f.rt.m.FinishDeferred("gave_up")
-		g.logUnrecorded(&f, "the lock's lifetime ran out")
-	}()
-}
-
-func (g *Gateway) logUnrecorded(f *pendingFinish, why string) {
-	g.log.LogAttrs(context.Background(), slog.LevelError,
-		"could not record a finished key before "+why+"; the next copy may be forwarded again",
-		slog.String("route", f.rt.Name), slog.String("key", f.key), slog.String("request_id", f.reqID))
-}
-
 // outcomeOf copies what a replay of ans needs.
 func outcomeOf(d *delivery, ans Answer) store.Outcome {
 	out := store.Outcome{Status: ans.StatusCode(), Fingerprint: d.fp}
@@ -207,19 +81,6 @@ func outcomeOf(d *delivery, ans Answer) store.Outcome {
 		out.Body = append([]byte(nil), b...)
 	}
 	return out
-}
-
-// release drops the lock so the provider's next retry is forwarded.
-func (g *Gateway) release(ctx context.Context, d *delivery, token, reason string) {
-	err := g.store.Release(ctx, d.scoped, token)
-	switch {
-	case errors.Is(err, store.ErrNotOwner):
-		d.rt.m.LockReleased("expired")
-	case err != nil:
-		g.storeError("release", d, err)
-	default:
-		d.rt.m.LockReleased(reason)
-	}
 }
 
 func releaseReason(err error) string {

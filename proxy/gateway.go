@@ -11,7 +11,6 @@ package proxy
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,8 +50,7 @@ const DefaultWriteTimeout = 30 * time.Second
 
 // Gateway is the http.Handler of the delivery listener.
 type Gateway struct {
-	store   store.Store
-	cache   *dedupe.Cache
+	guard   *dedupe.Guard
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	alerter Alerter
@@ -60,27 +58,18 @@ type Gateway struct {
 
 	writeTimeout time.Duration
 
-	tbl  atomic.Pointer[table]
-	held sync.Map // scoped key -> owner token, for locks held right now
-
-	pending  sync.WaitGroup // background finishes (forward.go)
-	stop     chan struct{}  // closed by Drain: background finishes give up
-	stopOnce sync.Once
+	tbl atomic.Pointer[table]
 }
 
 // New returns a Gateway serving cfg. The local window's size and duration
 // are fixed here; Reload swaps routes only.
 func New(cfg *config.Config, o Options) *Gateway {
 	g := &Gateway{
-		store:   o.Store,
-		cache:   dedupe.NewCache(cfg.Dedupe.CacheSize, cfg.Dedupe.Window),
-		metrics: o.Metrics,
-		log:     o.Logger,
-		alerter: o.Alerter,
-		now:     o.Now,
-
+		metrics:      o.Metrics,
+		log:          o.Logger,
+		alerter:      o.Alerter,
+		now:          o.Now,
 		writeTimeout: o.WriteTimeout,
-		stop:         make(chan struct{}),
 	}
 	if g.writeTimeout <= 0 {
 		g.writeTimeout = DefaultWriteTimeout
@@ -88,6 +77,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	g.guard = dedupe.NewGuard(o.Store, cfg.Dedupe.CacheSize, cfg.Dedupe.Window, o.Metrics, g.log)
 	g.Reload(cfg)
 	return g
 }
@@ -103,47 +93,22 @@ func (g *Gateway) Config() *config.Config { return g.tbl.Load().cfg }
 
 // Forget removes a route-scoped key ("route:key") from this instance's
 // local window: the operator's reset (see the admin API).
-func (g *Gateway) Forget(scopedKey string) { g.cache.Remove(scopedKey) }
+func (g *Gateway) Forget(scopedKey string) { g.guard.Forget(scopedKey) }
 
 // WindowAttempts reports how many deliveries of a finished "route:key" this
 // instance has seen while it was in its local window (replays there cost no
 // store round trip, so the store's count does not include them).
 func (g *Gateway) WindowAttempts(scopedKey string) (int64, bool) {
-	e, ok := g.cache.Get(scopedKey)
-	if !ok {
-		return 0, false
-	}
-	return e.Attempts.Load(), true
+	return g.guard.WindowAttempts(scopedKey)
 }
 
-// ReleaseHeld releases every lock this instance still holds: called at
-// shutdown for requests cut by the grace period, so their retries need not
-// wait out lock_ttl.
-func (g *Gateway) ReleaseHeld(ctx context.Context) int {
-	n := 0
-	g.held.Range(func(k, v any) bool {
-		if err := g.store.Release(ctx, k.(string), v.(string)); err == nil {
-			n++
-		}
-		g.held.Delete(k)
-		return true
-	})
-	return n
-}
+// ReleaseHeld releases every lock this instance still holds for a copy the
+// upstream has not taken: called at shutdown for requests cut by the grace
+// period, so their retries need not wait out lock_ttl.
+func (g *Gateway) ReleaseHeld(ctx context.Context) int { return g.guard.ReleaseHeld(ctx) }
 
 // Drain waits, until ctx is done, for the finished keys still being
 // recorded in the background (a store that was briefly unreachable), then
 // makes those that remain give up (each logs an error). Called at shutdown
 // after the listener stopped. It reports whether all were done in time.
-func (g *Gateway) Drain(ctx context.Context) bool {
-	done := make(chan struct{})
-	go func() { g.pending.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-	}
-	g.stopOnce.Do(func() { close(g.stop) })
-	<-done
-	return false
-}
+func (g *Gateway) Drain(ctx context.Context) bool { return g.guard.Drain(ctx) }
