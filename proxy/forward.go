@@ -29,19 +29,9 @@ func finishes(status int) bool {
 // the key's state is left alone.
 func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	rt := d.rt
-	out := Outbound{
-		In:          d.r,
-		Body:        d.body,
-		PathQuery:   rt.upstreamURI(d.r, d.path),
-		Key:         d.key,
-		Attempt:     d.attempt,
-		RequestID:   d.reqID,
-		Traceparent: d.trace,
-		Timeout:     rt.Timeout,
-		TrustClient: d.t.trusted(d.r.RemoteAddr),
-	}
+	req := NewRequest(d.r, rt.upstreamURI(d.r, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.r.RemoteAddr))
 	t0 := time.Now()
-	ans, err := rt.upstream.Forward(d.r.Context(), &out)
+	ans, err := rt.upstream.Forward(d.r.Context(), req, d.attempt, rt.Timeout)
 	rt.m.Upstream(time.Since(t0).Seconds())
 	// Settling the key must survive the caller hanging up.
 	ctx := context.WithoutCancel(d.r.Context())

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -17,28 +15,11 @@ import (
 // between the gateway and its HTTP client, so the client stays swappable and
 // measurable (see docs/benchmarks.md).
 type Upstream interface {
-	// Forward sends out and returns the service's answer, or an error
-	// wrapping ErrUpstreamTimeout or ErrUpstreamUnreachable. The caller
-	// releases the answer.
-	Forward(ctx context.Context, out *Outbound) (Answer, error)
-}
-
-// Outbound is what Forward sends: the inbound request (never modified) plus
-// what the gateway adds.
-type Outbound struct {
-	In          *http.Request
-	Body        []byte
-	PathQuery   string // request URI on the upstream (prefix stripped, base path joined)
-	Key         string // "" for unkeyed deliveries
-	Attempt     int64
-	RequestID   string
-	Traceparent string
-	Timeout     time.Duration
-	// TrustClient: the peer is a trusted proxy, so its X-Forwarded-*,
-	// X-Real-IP and Forwarded headers are kept (X-Forwarded-For is
-	// appended to). Otherwise they are replaced or removed: at the edge,
-	// nothing before the gateway is believed.
-	TrustClient bool
+	// Forward sends req as try number attempt, waiting at most timeout,
+	// and returns the service's answer, or an error wrapping
+	// ErrUpstreamTimeout or ErrUpstreamUnreachable. It never resends. The
+	// caller releases the answer.
+	Forward(ctx context.Context, req *Request, attempt int64, timeout time.Duration) (Answer, error)
 }
 
 // Answer is an upstream response, valid until Release.
@@ -57,37 +38,6 @@ var (
 	// ErrUpstreamUnreachable: no connection or a broken answer (502).
 	ErrUpstreamUnreachable = errors.New("upstream unreachable")
 )
-
-// isHop reports a hop-by-hop header (RFC 9110 7.6.1), or one the message's
-// Connection header names. Names are canonical: net/http and fasthttp both
-// canonicalise them.
-func isHop(name string, conn []string) bool {
-	switch name {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
-		return true
-	}
-	for _, c := range conn {
-		if c == name {
-			return true
-		}
-	}
-	return false
-}
-
-// connectionTokens returns the canonical header names listed in Connection
-// values.
-func connectionTokens(values []string) []string {
-	var out []string
-	for _, v := range values {
-		for _, tok := range strings.Split(v, ",") {
-			if tok = strings.TrimSpace(tok); tok != "" {
-				out = append(out, http.CanonicalHeaderKey(tok))
-			}
-		}
-	}
-	return out
-}
 
 // fastUpstream forwards with fasthttp's pooled HostClient: on this workload it
 // reaches a higher share of Nginx's throughput than net/http's Transport.
@@ -156,28 +106,17 @@ func (a fastAnswer) CopyHeader(h http.Header) {
 	})
 }
 
-func (f *fastUpstream) Forward(ctx context.Context, out *Outbound) (Answer, error) {
+func (f *fastUpstream) Forward(ctx context.Context, r *Request, attempt int64, timeout time.Duration) (Answer, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
-	in := out.In
-	req.Header.SetMethod(in.Method)
-	req.SetRequestURI(out.PathQuery)
+	req.Header.SetMethod(r.Method)
+	req.SetRequestURI(r.URI)
 	req.Header.SetHost(f.host)
-	conn := connectionTokens(in.Header["Connection"])
-	for name, vals := range in.Header {
-		if isHop(name, conn) || name == "Host" || name == "Content-Length" || isGatewayHeader(name) ||
-			!out.TrustClient && isClientAddressHeader(name) {
-			continue
-		}
-		for _, v := range vals {
-			req.Header.Add(name, v)
-		}
-	}
-	setForwarded(func(k, v string) { req.Header.Set(k, v) }, in, out)
-	req.SetBodyRaw(out.Body)
+	r.Each(attempt, req.Header.Add)
+	req.SetBodyRaw(r.Body)
 
 	resp := fasthttp.AcquireResponse()
-	deadline := time.Now().Add(out.Timeout)
+	deadline := time.Now().Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -193,57 +132,4 @@ func (f *fastUpstream) Forward(ctx context.Context, out *Outbound) (Answer, erro
 		return nil, errors.Join(ErrUpstreamUnreachable, err)
 	}
 	return fastAnswer{resp}, nil
-}
-
-// isGatewayHeader: headers the gateway sets itself on the way up.
-func isGatewayHeader(name string) bool {
-	switch name {
-	case "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
-		"X-Request-Id", "Traceparent", "Idempotency-Key", "X-Clawgate-Attempt":
-		return true
-	}
-	return false
-}
-
-// isClientAddressHeader: headers that claim who the client is; only a
-// trusted proxy's are passed on.
-func isClientAddressHeader(name string) bool {
-	return name == "X-Real-Ip" || name == "Forwarded"
-}
-
-// setForwarded sets the headers the gateway adds to every forwarded
-// delivery. X-Forwarded-For is the peer's address, after the chain a
-// trusted proxy sent; X-Forwarded-Proto and -Host are a trusted proxy's
-// when it sent them, else this hop's.
-func setForwarded(set func(k, v string), in *http.Request, out *Outbound) {
-	client, _, err := net.SplitHostPort(in.RemoteAddr)
-	if err != nil {
-		client = in.RemoteAddr
-	}
-	proto, host := "http", in.Host
-	if in.TLS != nil {
-		proto = "https"
-	}
-	if out.TrustClient {
-		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 && client != "" {
-			client = strings.Join(prior, ", ") + ", " + client
-		}
-		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
-			proto = v
-		}
-		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
-			host = v
-		}
-	}
-	if client != "" {
-		set("X-Forwarded-For", client)
-	}
-	set("X-Forwarded-Proto", proto)
-	set("X-Forwarded-Host", host)
-	set("X-Request-Id", out.RequestID)
-	set("traceparent", out.Traceparent)
-	if out.Key != "" {
-		set("Idempotency-Key", out.Key)
-		set("X-Clawgate-Attempt", strconv.FormatInt(out.Attempt, 10))
-	}
 }

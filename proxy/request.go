@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Request is what the upstream receives for one delivery, built once from
+// the inbound request (which is never changed) by NewRequest. It keeps no
+// reference to the inbound request, so it can be held and sent later, and
+// sent again: each try adds only Idempotency-Key and X-Clawgate-Attempt.
+type Request struct {
+	Method string
+	// URI is the request URI on the upstream: base path, the delivery's
+	// path (dot segments resolved, strip_prefix removed) and the query.
+	URI string
+	// Header holds name, value pairs in the order they are sent: the
+	// caller's end-to-end headers, then the gateway's own.
+	Header []string
+	// Body is the raw body as received. It may share the delivery's read
+	// buffer: copy it (Clone) before keeping the Request past the delivery.
+	Body []byte
+	// Key is the idempotency key ("" for unkeyed deliveries).
+	Key         string
+	RequestID   string
+	Traceparent string
+}
+
+// Clone returns a Request that shares nothing with the delivery's buffers.
+func (r *Request) Clone() *Request {
+	c := *r
+	c.Header = append([]string(nil), r.Header...)
+	c.Body = append([]byte(nil), r.Body...)
+	return &c
+}
+
+// Each calls f with every header pair to send on a try: Header, then the
+// key and the attempt number when the delivery has a key.
+func (r *Request) Each(attempt int64, f func(name, value string)) {
+	for i := 0; i+1 < len(r.Header); i += 2 {
+		f(r.Header[i], r.Header[i+1])
+	}
+	if r.Key != "" {
+		f("Idempotency-Key", r.Key)
+		f("X-Clawgate-Attempt", strconv.FormatInt(attempt, 10))
+	}
+}
+
+// NewRequest builds the outgoing request of a delivery under the header
+// policy:
+//   - hop-by-hop headers, and those the inbound Connection header names,
+//     are removed, and so are Host and Content-Length (the upstream client
+//     sets them);
+//   - the headers the gateway sets itself (X-Forwarded-*, X-Request-Id,
+//     traceparent, Idempotency-Key, X-Clawgate-Attempt) are never taken
+//     from the caller;
+//   - X-Real-IP and Forwarded pass only from a trusted proxy (trusted);
+//   - X-Forwarded-For is the peer's address, after the chain a trusted
+//     proxy sent; X-Forwarded-Proto and -Host are a trusted proxy's when it
+//     sent them, else this hop's.
+func NewRequest(in *http.Request, uri string, body []byte, key, reqID, trace string, trusted bool) *Request {
+	r := &Request{Method: in.Method, URI: uri, Body: body, Key: key, RequestID: reqID, Traceparent: trace}
+	n := 10
+	for _, vals := range in.Header {
+		n += 2 * len(vals)
+	}
+	r.Header = make([]string, 0, n)
+	conn := connectionTokens(in.Header["Connection"])
+	for name, vals := range in.Header {
+		if isHop(name, conn) || name == "Host" || name == "Content-Length" || isGatewayHeader(name) ||
+			!trusted && isClientAddressHeader(name) {
+			continue
+		}
+		for _, v := range vals {
+			r.Header = append(r.Header, name, v)
+		}
+	}
+	client, _, err := net.SplitHostPort(in.RemoteAddr)
+	if err != nil {
+		client = in.RemoteAddr
+	}
+	proto, host := "http", in.Host
+	if in.TLS != nil {
+		proto = "https"
+	}
+	if trusted {
+		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 && client != "" {
+			client = strings.Join(prior, ", ") + ", " + client
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			proto = v
+		}
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			host = v
+		}
+	}
+	if client != "" {
+		r.Header = append(r.Header, "X-Forwarded-For", client)
+	}
+	r.Header = append(r.Header, "X-Forwarded-Proto", proto, "X-Forwarded-Host", host,
+		"X-Request-Id", reqID, "traceparent", trace)
+	return r
+}
+
+// isHop reports a hop-by-hop header (RFC 9110 7.6.1), or one the message's
+// Connection header names. Names are canonical: net/http and fasthttp both
+// canonicalise them.
+func isHop(name string, conn []string) bool {
+	switch name {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	for _, c := range conn {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+// connectionTokens returns the canonical header names listed in Connection
+// values.
+func connectionTokens(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, tok := range strings.Split(v, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" {
+				out = append(out, http.CanonicalHeaderKey(tok))
+			}
+		}
+	}
+	return out
+}
+
+// isGatewayHeader: headers the gateway sets itself on the way up.
+func isGatewayHeader(name string) bool {
+	switch name {
+	case "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
+		"X-Request-Id", "Traceparent", "Idempotency-Key", "X-Clawgate-Attempt":
+		return true
+	}
+	return false
+}
+
+// isClientAddressHeader: headers that claim who the client is; only a
+// trusted proxy's are passed on.
+func isClientAddressHeader(name string) bool {
+	return name == "X-Real-Ip" || name == "Forwarded"
+}
