@@ -22,8 +22,10 @@ import (
 	"github.com/clawgate/clawgate/store"
 )
 
-// Gateway is what the key API needs of the running gateway.
+// Gateway is what the admin API needs of the running gateway.
 type Gateway interface {
+	// Config is the running config: its route names for the key API, its
+	// store.on_error for /readyz.
 	Config() *config.Config
 	// Forget drops a "route:key" from the local window of this instance.
 	Forget(scopedKey string)
@@ -40,6 +42,10 @@ type Broadcaster interface {
 
 // Options wires the admin handler.
 type Options struct {
+	// Gatherer is served on /metrics. When it is also a
+	// prometheus.Registerer (a *prometheus.Registry is), Handler registers
+	// clawgate_ready and clawgate_store_up on it: gauges read from a store
+	// ping at each scrape, matching what /readyz would answer.
 	Gatherer    prometheus.Gatherer
 	Store       store.Store
 	Gateway     Gateway
@@ -61,12 +67,30 @@ type KeyState struct {
 	Fingerprint string     `json:"fingerprint,omitempty"`
 }
 
+// ResetResult is the JSON answer to a reset (DELETE): the key was
+// forgotten, and Forgot is the state it had just before.
+type ResetResult struct {
+	Route string `json:"route"`
+	Key   string `json:"key"`
+	// Reset is always true: the key's lock, stored outcome and attempt
+	// count are gone, and its next delivery is forwarded.
+	Reset  bool     `json:"reset"`
+	Forgot KeyState `json:"forgot"`
+}
+
 // Handler returns the admin listener's handler.
 func Handler(o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	a := &api{o}
+	// The readiness gauges go on the registry behind /metrics when the
+	// Gatherer is one (a *prometheus.Registry is).
+	if reg, ok := o.Gatherer.(prometheus.Registerer); ok {
+		if err := reg.Register(readyCollector{a}); err != nil {
+			o.Logger.Warn("admin: clawgate_ready and clawgate_store_up are not exported", "error", err.Error())
+		}
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelError)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -88,21 +112,108 @@ func Handler(o Options) http.Handler {
 
 type api struct{ Options }
 
-// ready answers 200 when the store answers, else 503. The store's error
-// text (which names addresses) is shown only to a caller with the admin
-// token, or on a listener without one.
+// pingTimeout bounds the store ping of /readyz and of each scrape.
+const pingTimeout = 2 * time.Second
+
+// readiness is what this instance can do, from one store ping.
+type readiness struct {
+	// status is "ready" (the store answers), "degraded" (it does not, and
+	// store.on_error is forward: deliveries are still forwarded, protected
+	// by this instance's local window only) or "unavailable" (it does not,
+	// and on_error is reject: keyed deliveries are answered 503).
+	status string
+	// ready: /readyz answers 200 (ready or degraded).
+	ready bool
+	// storeUp: the store answered the ping.
+	storeUp bool
+	// err is the store's error when it did not answer.
+	err error
+}
+
+// check pings the store and reads store.on_error from the running config.
+func (a *api) check(ctx context.Context) readiness {
+	err := a.Store.Ping(ctx)
+	switch {
+	case err == nil:
+		return readiness{status: "ready", ready: true, storeUp: true}
+	case a.forwardsOnStoreError():
+		return readiness{status: "degraded", ready: true, err: err}
+	}
+	return readiness{status: "unavailable", err: err}
+}
+
+// forwardsOnStoreError reports store.on_error: forward.
+func (a *api) forwardsOnStoreError() bool {
+	if a.Gateway == nil {
+		return false
+	}
+	cfg := a.Gateway.Config()
+	return cfg != nil && cfg.Store.OnError == config.OnErrorForward
+}
+
+// ready answers whether this instance can serve deliveries:
+//
+//   - store answers: 200 {"status":"ready","store":"ok"};
+//   - store down, on_error forward: 200 {"status":"degraded","store":"unavailable"}
+//     (deliveries are still forwarded, each instance protecting them with
+//     its own local window only, so a load balancer or Kubernetes must keep
+//     sending them here);
+//   - store down, on_error reject: 503 {"status":"unavailable","store":"unavailable"}
+//     (keyed deliveries are answered 503 until the store is back).
+//
+// The store's error text (which names addresses) is added only for a
+// caller with the admin token, or on a listener without one.
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), pingTimeout)
 	defer cancel()
-	if err := a.Store.Ping(ctx); err != nil {
-		body := map[string]string{"status": "store unavailable"}
-		if a.Token == "" || a.tokenOK(r) {
-			body["error"] = err.Error()
-		}
-		writeJSON(w, http.StatusServiceUnavailable, body)
+	rd := a.check(ctx)
+	if rd.storeUp {
+		writeJSON(w, http.StatusOK, map[string]string{"status": rd.status, "store": "ok"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	body := map[string]string{"status": rd.status, "store": "unavailable"}
+	code := http.StatusServiceUnavailable
+	if rd.ready {
+		code = http.StatusOK
+		body["detail"] = "the store does not answer; with store.on_error forward deliveries are forwarded, protected against duplicates by this instance's local window only"
+	} else {
+		body["detail"] = "the store does not answer; with store.on_error reject keyed deliveries are answered 503 until it does"
+	}
+	if a.Token == "" || a.tokenOK(r) {
+		body["error"] = rd.err.Error()
+	}
+	writeJSON(w, code, body)
+}
+
+// The readiness gauges, computed from a store ping at each scrape.
+var (
+	readyDesc = prometheus.NewDesc("clawgate_ready",
+		"1 when /readyz answers 200 (the store answers, or store.on_error is forward), 0 when keyed deliveries are answered 503.", nil, nil)
+	storeUpDesc = prometheus.NewDesc("clawgate_store_up",
+		"1 when the idempotency store answered a ping at this scrape, else 0. With clawgate_ready 1 and this 0 the gateway is degraded: store.on_error forward, local protection only.", nil, nil)
+)
+
+// readyCollector exports clawgate_ready and clawgate_store_up.
+type readyCollector struct{ a *api }
+
+func (c readyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- readyDesc
+	ch <- storeUpDesc
+}
+
+func (c readyCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	rd := c.a.check(ctx)
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, gaugeBool(rd.ready))
+	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, gaugeBool(rd.storeUp))
+}
+
+func gaugeBool(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // auth guards /admin/ and the profiler. With a token, the caller must send
@@ -201,7 +312,7 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a.Logger.Info("admin: key reset", "route", route, "key", key, "state", st.State.String())
-	writeJSON(w, http.StatusOK, keyState(route, key, st))
+	writeJSON(w, http.StatusOK, ResetResult{Route: route, Key: key, Reset: true, Forgot: keyState(route, key, st)})
 }
 
 func keyState(route, key string, st store.KeyState) KeyState {

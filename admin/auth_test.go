@@ -34,13 +34,22 @@ func (downStore) Ping(context.Context) error {
 
 func adminServer(t *testing.T, tok string, st store.Store) *httptest.Server {
 	t.Helper()
-	cfg := &config.Config{Routes: []config.Route{{Name: "orders"}}}
+	srv, _ := adminServerOnError(t, tok, st, "reject")
+	return srv
+}
+
+// adminServerOnError is adminServer with store.on_error set, and the
+// registry behind its /metrics.
+func adminServerOnError(t *testing.T, tok string, st store.Store, onError string) (*httptest.Server, *prometheus.Registry) {
+	t.Helper()
+	cfg := &config.Config{Store: config.Store{OnError: config.OnError(onError)}, Routes: []config.Route{{Name: "orders"}}}
+	reg := prometheus.NewRegistry()
 	srv := httptest.NewServer(admin.Handler(admin.Options{
-		Gatherer: prometheus.NewRegistry(), Store: st, Gateway: stubGateway{cfg}, Token: tok,
+		Gatherer: reg, Store: st, Gateway: stubGateway{cfg}, Token: tok,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, reg
 }
 
 func get(t *testing.T, url, host, auth string) (int, string) {
@@ -122,10 +131,53 @@ func TestReadyzHidesTheStoreErrorWithoutTheToken(t *testing.T) {
 	}
 	var m map[string]string
 	json.Unmarshal([]byte(body), &m)
-	if m["status"] != "store unavailable" {
+	if m["status"] != "unavailable" || m["store"] != "unavailable" || m["error"] != "" {
 		t.Fatalf("body %s", body)
 	}
 	if code, body = get(t, srv.URL+"/readyz", "", "Bearer s3cret-token"); code != 503 || !strings.Contains(body, "10.0.0.5") {
 		t.Fatalf("with token: %d %s", code, body)
+	}
+}
+
+// Regression: /readyz answered 503 whenever the store was down, even with
+// store.on_error forward, where the gateway still forwards deliveries (on
+// its local window alone). In Kubernetes that pulled every pod out of
+// service at once and turned the degraded mode into an outage.
+func TestReadyzDegradedNotUnreadyWithOnErrorForward(t *testing.T) {
+	for _, tc := range []struct {
+		onError        string
+		st             store.Store
+		code           int
+		status, sstore string
+		ready, storeUp float64
+	}{
+		{"forward", downStore{}, 200, "degraded", "unavailable", 1, 0},
+		{"reject", downStore{}, 503, "unavailable", "unavailable", 0, 0},
+		{"forward", store.NewMemory(store.MemoryOptions{}), 200, "ready", "ok", 1, 1},
+		{"reject", store.NewMemory(store.MemoryOptions{}), 200, "ready", "ok", 1, 1},
+	} {
+		srv, reg := adminServerOnError(t, "s3cret-token", tc.st, tc.onError)
+		code, body := get(t, srv.URL+"/readyz", "", "")
+		var m map[string]string
+		json.Unmarshal([]byte(body), &m)
+		if code != tc.code || m["status"] != tc.status || m["store"] != tc.sstore || strings.Contains(body, "10.0.0.5") {
+			t.Errorf("on_error %s, %T: /readyz %d %s, want %d status %s store %s", tc.onError, tc.st, code, body, tc.code, tc.status, tc.sstore)
+		}
+		// The same state, as gauges read at the scrape.
+		got := map[string]float64{}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+		if got["clawgate_ready"] != tc.ready || got["clawgate_store_up"] != tc.storeUp {
+			t.Errorf("on_error %s, %T: clawgate_ready %v clawgate_store_up %v, want %v %v", tc.onError, tc.st, got["clawgate_ready"], got["clawgate_store_up"], tc.ready, tc.storeUp)
+		}
+		// The metrics endpoint serves them too.
+		if _, text := get(t, srv.URL+"/metrics", "", ""); !strings.Contains(text, "\nclawgate_ready ") || !strings.Contains(text, "\nclawgate_store_up ") {
+			t.Errorf("/metrics lacks the readiness gauges:\n%s", text)
+		}
 	}
 }

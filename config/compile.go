@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/verify"
@@ -68,27 +67,7 @@ func (b *builder) checkReplayWindow(i int, inherited bool) {
 	if retention <= 0 {
 		return // reported by checkDedupe or checkRouteSettings
 	}
-	var (
-		window time.Duration
-		field  string
-		what   string
-	)
-	switch strings.ToLower(strings.TrimSpace(r.Verify.Scheme)) {
-	case "standard-webhooks", "stripe", "slack":
-		window = r.Verify.Tolerance
-		if window == 0 {
-			window = DefaultTolerance
-		}
-		field, what = "tolerance", "the signature tolerance"
-	case "jwt":
-		j := r.Verify.JWT
-		switch {
-		case j.MaxAge > 0:
-			window, field, what = j.MaxAge+j.Leeway, "jwt.max_age", "jwt.max_age + jwt.leeway"
-		case j.Leeway > 0:
-			window, field, what = j.Leeway, "jwt.leeway", "jwt.leeway"
-		}
-	}
+	window, field, what := verify.ReplayWindow(r.Verify)
 	if window <= 0 || retention >= window {
 		return
 	}
@@ -116,7 +95,7 @@ func (b *builder) checkKeySigned(i int) {
 	r := &b.cfg.Routes[i]
 	r.ReplayGuard = false
 	scheme := strings.ToLower(strings.TrimSpace(r.Verify.Scheme))
-	if r.Key == nil || len(r.Key.Sources) == 0 || r.Verifier == nil || scheme == "none" || r.Dedupe.Mode == "off" {
+	if r.Key == nil || len(r.Key.Sources) == 0 || r.Verifier == nil || !verify.Checks(scheme) || r.Dedupe.Mode == ModeOff {
 		return
 	}
 	first := r.Key.Sources[0]
@@ -143,7 +122,7 @@ func (b *builder) checkKeySigned(i int) {
 	switch {
 	case verify.SignsBody(r.Verify):
 		fix = `key on a source the signature covers, such as "json:id"`
-	case scheme == "jwt":
+	case scheme == verify.SchemeJWT:
 		fix = `set verify.jwt.body_hash_claim (if the sender signs the body's hash) and key on the body, such as "json:id"`
 	default:
 		fix = "key on a source the signature covers"
@@ -163,7 +142,7 @@ func uncovered(s dedupe.Source, c verify.Config, written string) string {
 		if verify.SignsBody(c) {
 			return ""
 		}
-		if strings.EqualFold(strings.TrimSpace(c.Scheme), "jwt") {
+		if strings.EqualFold(strings.TrimSpace(c.Scheme), verify.SchemeJWT) {
 			return "without jwt.body_hash_claim no part of the body is signed"
 		}
 		return "the body is not signed"

@@ -85,12 +85,12 @@ type Admin struct {
 // Store selects and configures the shared store.
 type Store struct {
 	// Backend: memory (default) or redis.
-	Backend string `yaml:"backend"`
-	Memory  Memory `yaml:"memory"`
-	Redis   Redis  `yaml:"redis"`
+	Backend Backend `yaml:"backend"`
+	Memory  Memory  `yaml:"memory"`
+	Redis   Redis   `yaml:"redis"`
 	// OnError: reject (default; 503 + Retry-After) or forward (local
 	// protection only, counted).
-	OnError string `yaml:"on_error"`
+	OnError OnError `yaml:"on_error"`
 }
 
 // Memory store settings (store.backend: memory). Checked only with that
@@ -151,12 +151,21 @@ type Alerts struct {
 	// MaxAttempts: more deliveries than this for one key raise an alert.
 	// Default 3.
 	MaxAttempts int `yaml:"max_attempts"`
-	// WebhookURLEnv names a variable holding a URL alerts are POSTed to.
-	// Empty: log and metric only.
+	// WebhookURLEnv names a variable holding a URL alerts are POSTed to
+	// (for PagerDuty, https://events.pagerduty.com/v2/enqueue). Empty: log
+	// and metric only.
 	WebhookURLEnv string `yaml:"webhook_url_env"`
+	// PagerDutyRoutingKeyEnv names a variable holding the PagerDuty
+	// integration (routing) key, sent as routing_key in every alert. It
+	// needs WebhookURLEnv; the variable must be set and not empty. Empty
+	// (the default): alerts carry no routing_key, for receivers other than
+	// PagerDuty's Events API.
+	PagerDutyRoutingKeyEnv string `yaml:"pagerduty_routing_key_env"`
 
 	// WebhookURL is the resolved URL ("" when none).
 	WebhookURL string `yaml:"-"`
+	// PagerDutyRoutingKey is the resolved routing key ("" when none).
+	PagerDutyRoutingKey string `yaml:"-"`
 }
 
 // Route is one upstream service and how its deliveries are handled.
@@ -168,7 +177,7 @@ type Route struct {
 	Upstream string `yaml:"upstream"`
 	Dedupe   struct {
 		// Mode: enforce (default), shadow (count, never drop) or off.
-		Mode string `yaml:"mode"`
+		Mode DedupeMode `yaml:"mode"`
 	} `yaml:"dedupe"`
 	// StripPrefix is removed from the path before forwarding. Default none.
 	StripPrefix string `yaml:"strip_prefix"`
@@ -189,7 +198,7 @@ type Route struct {
 	Idempotency Idempotency   `yaml:"idempotency"`
 	Verify      verify.Config `yaml:"verify"`
 	// Delivery: sync (default). "queue" is not supported yet.
-	Delivery string `yaml:"delivery"`
+	Delivery Delivery `yaml:"delivery"`
 
 	// Line is the route's line in the file.
 	Line int `yaml:"-"`
@@ -214,7 +223,8 @@ type Match struct {
 	PathPrefix string `yaml:"path_prefix"`
 	// Host, when set, must equal the request's host (port ignored).
 	Host string `yaml:"host"`
-	// Methods allowed; default [POST]. Others get 405.
+	// Methods allowed: GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS, in any
+	// case; default [POST]. Others get 405.
 	Methods []string `yaml:"methods"`
 }
 
@@ -248,3 +258,41 @@ type Idempotency struct {
 // ByteSize is a size in bytes; YAML accepts 1024, "64KiB", "1MiB", "1GiB",
 // "10KB", "1MB".
 type ByteSize int64
+
+// Backend is store.backend: where key state lives.
+type Backend string
+
+// Store backends.
+const (
+	BackendMemory Backend = "memory" // this process only
+	BackendRedis  Backend = "redis"  // shared by every instance
+)
+
+// OnError is store.on_error: what a delivery gets while the store does not
+// answer.
+type OnError string
+
+// Store failure modes.
+const (
+	OnErrorReject  OnError = "reject"  // 503 with Retry-After
+	OnErrorForward OnError = "forward" // forwarded on the local window alone
+)
+
+// DedupeMode is a route's dedupe.mode.
+type DedupeMode string
+
+// Dedupe modes.
+const (
+	ModeEnforce DedupeMode = "enforce" // duplicates are answered by the gateway
+	ModeShadow  DedupeMode = "shadow"  // counted, and forwarded anyway
+	ModeOff     DedupeMode = "off"     // every copy is forwarded
+)
+
+// Delivery is a route's delivery mode.
+type Delivery string
+
+// Delivery modes.
+const (
+	DeliverySync  Delivery = "sync"  // forwarded while the sender waits
+	DeliveryQueue Delivery = "queue" // acknowledged, then forwarded by workers (not built yet)
+)

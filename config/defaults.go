@@ -11,10 +11,10 @@ const (
 	DefaultListen           = ":8080"
 	DefaultAdminListen      = "127.0.0.1:9090"
 	DefaultAdminTokenEnv    = "CLAWGATE_ADMIN_TOKEN"
-	DefaultBackend          = "memory"
+	DefaultBackend          = BackendMemory
 	DefaultRedisAddr        = "127.0.0.1:6379"
 	DefaultKeyPrefix        = "clawgate:"
-	DefaultOnError          = "reject"
+	DefaultOnError          = OnErrorReject
 	DefaultWindow           = 10 * time.Second
 	DefaultCacheSize        = 100000
 	DefaultLockTTL          = 30 * time.Second
@@ -33,14 +33,14 @@ const LockMargin = 3 * time.Second
 // Defaults of each route.
 const (
 	DefaultMethod        = "POST"
-	DefaultDedupeMode    = "enforce"
+	DefaultDedupeMode    = ModeEnforce
 	DefaultTimeout       = 10 * time.Second
 	DefaultMaxBody       = 1 * MiB
 	DefaultKeySource     = "header:Idempotency-Key"
 	DefaultTolerance     = 5 * time.Minute
 	DefaultHMACAlgorithm = "sha256"
 	DefaultHMACEncoding  = "hex"
-	DefaultDelivery      = "sync"
+	DefaultDelivery      = DeliverySync
 	DefaultKeyRequired   = true
 )
 

@@ -188,19 +188,19 @@ func (b *builder) checkAdmin() {
 func (b *builder) checkStore() {
 	s := &b.cfg.Store
 	switch s.Backend {
-	case "memory", "redis":
+	case BackendMemory, BackendRedis:
 	default:
-		b.ps.add(b.line("store", "backend"), "store.backend", "must be memory or redis, got %q", clip(s.Backend))
+		b.ps.add(b.line("store", "backend"), "store.backend", "must be memory or redis, got %q", clip(string(s.Backend)))
 	}
 	switch s.OnError {
-	case "reject", "forward":
+	case OnErrorReject, OnErrorForward:
 	default:
-		b.ps.add(b.line("store", "on_error"), "store.on_error", "must be reject or forward, got %q", clip(s.OnError))
+		b.ps.add(b.line("store", "on_error"), "store.on_error", "must be reject or forward, got %q", clip(string(s.OnError)))
 	}
-	if s.Backend == "memory" && s.Memory.MaxBytes <= 0 {
+	if s.Backend == BackendMemory && s.Memory.MaxBytes <= 0 {
 		b.ps.add(b.line("store", "memory", "max_bytes"), "store.memory.max_bytes", "must be positive, got %d", int64(s.Memory.MaxBytes))
 	}
-	if s.Backend != "redis" {
+	if s.Backend != BackendRedis {
 		return
 	}
 	r := &s.Redis
@@ -260,6 +260,7 @@ func (b *builder) checkAlerts() {
 	if a.MaxAttempts < 1 {
 		b.ps.add(b.line("alerts", "max_attempts"), "alerts.max_attempts", "must be at least 1, got %d", a.MaxAttempts)
 	}
+	b.checkRoutingKey()
 	if a.WebhookURLEnv == "" {
 		return
 	}
@@ -276,6 +277,30 @@ func (b *builder) checkAlerts() {
 		a.WebhookURL = ""
 	}
 }
+
+// checkRoutingKey resolves alerts.pagerduty_routing_key_env. The key is a
+// credential: messages name the variable, never its value.
+func (b *builder) checkRoutingKey() {
+	a := &b.cfg.Alerts
+	if a.PagerDutyRoutingKeyEnv == "" {
+		if b.getenv(legacyRoutingKeyEnv) != "" {
+			b.warnAt(b.line("alerts"), "alerts", legacyRoutingKeyEnv+" is set but not read; to send it as the PagerDuty routing key, set alerts.pagerduty_routing_key_env: "+legacyRoutingKeyEnv)
+		}
+		return
+	}
+	line := b.line("alerts", "pagerduty_routing_key_env")
+	a.PagerDutyRoutingKey = b.getenv(a.PagerDutyRoutingKeyEnv)
+	switch {
+	case a.PagerDutyRoutingKey == "":
+		b.ps.add(line, "alerts.pagerduty_routing_key_env", "%s is unset or empty; set it to the PagerDuty integration key, or remove pagerduty_routing_key_env", clip(a.PagerDutyRoutingKeyEnv))
+	case a.WebhookURLEnv == "":
+		b.ps.add(line, "alerts.pagerduty_routing_key_env", "needs alerts.webhook_url_env, the variable holding the URL alerts are sent to (for PagerDuty https://events.pagerduty.com/v2/enqueue)")
+	}
+}
+
+// legacyRoutingKeyEnv is the variable the routing key was read from before
+// alerts.pagerduty_routing_key_env existed; it is no longer read.
+const legacyRoutingKeyEnv = "CLAWGATE_ALERT_ROUTING_KEY"
 
 // splitHostPort checks a listen or dial address.
 func splitHostPort(addr string) (host, port string, err error) {
@@ -474,6 +499,11 @@ func (b *builder) checkMatch(i int) bool {
 			ok = false
 			continue
 		}
+		if !webhookMethod[strings.ToUpper(name)] {
+			b.routeError(i, []any{"match", "methods", j}, fmt.Sprintf("match.methods[%d]", j), "%s", unknownMethod(name))
+			ok = false
+			continue
+		}
 		name = strings.ToUpper(name)
 		if !seen[name] {
 			seen[name] = true
@@ -482,6 +512,40 @@ func (b *builder) checkMatch(i int) bool {
 	}
 	m.Methods = methods
 	return ok
+}
+
+// webhookMethods are the methods a route may list: the registered HTTP
+// methods that can carry a delivery (CONNECT and TRACE cannot). Any other
+// method would make every delivery to the route a 405.
+var webhookMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+var webhookMethod = func() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range webhookMethods {
+		m[name] = true
+	}
+	return m
+}()
+
+// unknownMethod explains why a method is refused, with the closest allowed
+// method when one is near.
+func unknownMethod(name string) string {
+	const use = "use GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS"
+	upper := strings.ToUpper(name)
+	switch upper {
+	case "CONNECT", "TRACE":
+		return fmt.Sprintf("%q cannot carry a webhook delivery; %s", clip(name), use)
+	}
+	best, bestDist := "", 3
+	for _, m := range webhookMethods {
+		if d := editDistance(upper, m, bestDist); d < bestDist {
+			best, bestDist = m, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("%q is not a method webhooks are delivered with (did you mean %q?)", clip(name), best)
+	}
+	return fmt.Sprintf("%q is not a method webhooks are delivered with; %s", clip(name), use)
 }
 
 // validToken reports an RFC 9110 token, the syntax of a method name.
@@ -516,9 +580,9 @@ func commonMethod(a, b []string) string {
 func (b *builder) checkRouteSettings(i int) {
 	r := &b.cfg.Routes[i]
 	switch r.Dedupe.Mode {
-	case "enforce", "shadow", "off":
+	case ModeEnforce, ModeShadow, ModeOff:
 	default:
-		b.routeError(i, []any{"dedupe", "mode"}, "dedupe.mode", "must be enforce, shadow or off, got %q", clip(r.Dedupe.Mode))
+		b.routeError(i, []any{"dedupe", "mode"}, "dedupe.mode", "must be enforce, shadow or off, got %q", clip(string(r.Dedupe.Mode)))
 	}
 	if p := r.StripPrefix; p != "" {
 		switch {
@@ -553,7 +617,7 @@ func (b *builder) checkRouteSettings(i int) {
 	if len(r.Idempotency.Key) == 0 {
 		b.routeError(i, []any{"idempotency", "key"}, "idempotency.key", "must list at least one key source, such as \"header:Idempotency-Key\"")
 	}
-	if r.Delivery != "sync" {
-		b.routeError(i, []any{"delivery"}, "delivery", "delivery %q is not supported by this version; use sync", clip(r.Delivery))
+	if r.Delivery != DeliverySync {
+		b.routeError(i, []any{"delivery"}, "delivery", "delivery %q is not supported by this version; use sync", clip(string(r.Delivery)))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
@@ -109,10 +110,10 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		rt.m.SignatureFailed(verify.Reason(err))
 		return fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized", err)
 	}
-	if rt.Verify.Scheme != "none" {
+	if verify.Checks(rt.Verify.Scheme) {
 		rt.m.SignatureVerified(secretID)
 	}
-	if rt.Dedupe.Mode == "off" {
+	if rt.Dedupe.Mode == config.ModeOff {
 		return g.forward(d, nil)
 	}
 
@@ -185,7 +186,7 @@ func (g *Gateway) storeDown(d *delivery, adm dedupe.Admission) error {
 		return d.r.Context().Err() // the caller hung up: 499, not a store failure
 	}
 	d.attempt = adm.Attempts
-	if d.t.cfg.Store.OnError == "forward" {
+	if d.t.cfg.Store.OnError == config.OnErrorForward {
 		d.k.ForwardLocally()
 		return g.forward(d, d.k)
 	}
@@ -220,7 +221,7 @@ func (g *Gateway) finishedDuplicate(d *delivery, layer string, out *store.Outcom
 	}
 	d.rt.m.Duplicate(layer, outcome)
 	switch {
-	case d.rt.Dedupe.Mode == "shadow":
+	case d.rt.Dedupe.Mode == config.ModeShadow:
 		return g.forward(d, nil)
 	case same:
 		return g.replay(d, out)
@@ -232,7 +233,7 @@ func (g *Gateway) finishedDuplicate(d *delivery, layer string, out *store.Outcom
 // right now: 409 with Retry-After, or forwarded anyway in shadow mode.
 func (g *Gateway) inFlightDuplicate(d *delivery, layer string, retry time.Duration) error {
 	d.rt.m.Duplicate(layer, metrics.OutcomeInFlight)
-	if d.rt.Dedupe.Mode == "shadow" {
+	if d.rt.Dedupe.Mode == config.ModeShadow {
 		return g.forward(d, nil)
 	}
 	se := fail(http.StatusConflict, metrics.OutcomeInFlight, "a delivery with this idempotency key is in progress", nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 )
@@ -59,7 +60,7 @@ func (g *Gateway) claimSignature(d *delivery, l dedupe.Labels) (answered bool, e
 func (g *Gateway) signatureReplayed(d *delivery) error {
 	d.rt.m.SignatureReplay()
 	d.rt.m.Duplicate("store", metrics.OutcomeConflict)
-	if d.rt.Dedupe.Mode == "shadow" {
+	if d.rt.Dedupe.Mode == config.ModeShadow {
 		return g.forward(d, nil)
 	}
 	return errSignatureReplayed

@@ -7,44 +7,141 @@ import (
 	"time"
 )
 
-// schemeNames lists the valid values of verify.scheme.
-var schemeNames = []string{"hmac", "github", "stripe", "standard-webhooks", "shopify", "slack", "jwt", "none"}
-
 // scheme is what each scheme's constructor returns.
 type scheme interface {
 	Verifier
 	signer(signKey []byte) (Signer, error)
 }
 
-func build(c Config, env Env) (scheme, []string, error) {
-	switch c.Scheme {
-	case "":
-		return nil, nil, fmt.Errorf(`verify: scheme is required (write "none" to disable verification)`)
-	case "none":
-		return none{}, nil, nil
-	case "hmac":
-		return ret(newHMAC(c, env))
-	case "github":
-		return ret(newGitHub(c, env))
-	case "stripe":
-		return ret(newStripe(c, env))
-	case "standard-webhooks":
-		return ret(newStandardWebhooks(c, env))
-	case "shopify":
-		return ret(newShopify(c, env))
-	case "slack":
-		return ret(newSlack(c, env))
-	case "jwt":
-		v, warnings, err := newJWT(c, env)
-		if err != nil {
-			return nil, nil, err
+// Scheme names, the values of verify.scheme.
+const (
+	SchemeHMAC             = "hmac"
+	SchemeGitHub           = "github"
+	SchemeStripe           = "stripe"
+	SchemeStandardWebhooks = "standard-webhooks"
+	SchemeShopify          = "shopify"
+	SchemeSlack            = "slack"
+	SchemeJWT              = "jwt"
+	SchemeNone             = "none"
+)
+
+// schemeInfo is everything the gateway knows about one scheme. Adding a
+// scheme is adding its entry to schemes (and its file with its verifier
+// and signer): config validation, the replay guard, the replay window
+// check and simulate all read this table.
+type schemeInfo struct {
+	build func(Config, Env) (scheme, []string, error)
+	// signedHeaders: see SignedHeaders.
+	signedHeaders []string
+	// signsBody: see SignsBody; nil means always.
+	signsBody func(Config) bool
+	// replayWindow: see ReplayWindow; nil means none.
+	replayWindow func(Config) (time.Duration, string, string)
+}
+
+// schemes is the one registry of signature schemes, in the order error
+// messages list them.
+var schemes = []struct {
+	name string
+	schemeInfo
+}{
+	{SchemeHMAC, schemeInfo{build: wrap(newHMAC)}},
+	{SchemeGitHub, schemeInfo{build: wrap(newGitHub)}},
+	{SchemeStripe, schemeInfo{build: wrap(newStripe), replayWindow: toleranceWindow}},
+	{SchemeStandardWebhooks, schemeInfo{build: wrap(newStandardWebhooks), replayWindow: toleranceWindow,
+		signedHeaders: []string{"webhook-id", "webhook-timestamp"}}},
+	{SchemeShopify, schemeInfo{build: wrap(newShopify)}},
+	{SchemeSlack, schemeInfo{build: wrap(newSlack), replayWindow: toleranceWindow,
+		signedHeaders: []string{"X-Slack-Request-Timestamp"}}},
+	{SchemeJWT, schemeInfo{build: buildJWT, replayWindow: jwtWindow,
+		signsBody: func(c Config) bool { return c.JWT.BodyHashClaim != "" }}},
+	{SchemeNone, schemeInfo{
+		build:     func(Config, Env) (scheme, []string, error) { return none{}, nil, nil },
+		signsBody: func(Config) bool { return false }}},
+}
+
+// lookup returns the registry entry of name.
+func lookup(name string) (schemeInfo, bool) {
+	for _, s := range schemes {
+		if s.name == name {
+			return s.schemeInfo, true
 		}
-		if v.cfg.BodyHashClaim != "" {
-			return jwtBodyBound{v}, warnings, nil
-		}
-		return v, warnings, nil
 	}
-	return nil, nil, fmt.Errorf("verify: unknown scheme %q (valid: %s)", c.Scheme, strings.Join(schemeNames, ", "))
+	return schemeInfo{}, false
+}
+
+// SchemeNames lists the valid values of verify.scheme.
+func SchemeNames() []string {
+	out := make([]string, len(schemes))
+	for i, s := range schemes {
+		out[i] = s.name
+	}
+	return out
+}
+
+// Checks reports whether scheme verifies anything: every scheme but none.
+func Checks(scheme string) bool { return scheme != SchemeNone }
+
+func build(c Config, env Env) (scheme, []string, error) {
+	if c.Scheme == "" {
+		return nil, nil, fmt.Errorf(`verify: scheme is required (write "none" to disable verification)`)
+	}
+	info, ok := lookup(c.Scheme)
+	if !ok {
+		return nil, nil, fmt.Errorf("verify: unknown scheme %q (valid: %s)", c.Scheme, strings.Join(SchemeNames(), ", "))
+	}
+	return info.build(c, env)
+}
+
+// wrap adapts a scheme's constructor to the registry.
+func wrap[S scheme](f func(Config, Env) (S, []string, error)) func(Config, Env) (scheme, []string, error) {
+	return func(c Config, env Env) (scheme, []string, error) { return ret(f(c, env)) }
+}
+
+// buildJWT returns the jwt verifier; with body_hash_claim it also digests
+// the body for the replay guard.
+func buildJWT(c Config, env Env) (scheme, []string, error) {
+	v, warnings, err := newJWT(c, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v.cfg.BodyHashClaim != "" {
+		return jwtBodyBound{v}, warnings, nil
+	}
+	return v, warnings, nil
+}
+
+// toleranceWindow is the replay window of the timestamped schemes.
+func toleranceWindow(c Config) (time.Duration, string, string) {
+	w := c.Tolerance
+	if w == 0 {
+		w = defaultTolerance
+	}
+	return w, "tolerance", "the signature tolerance"
+}
+
+// jwtWindow is how long a jwt stays acceptable beyond its own exp.
+func jwtWindow(c Config) (time.Duration, string, string) {
+	j := c.JWT
+	switch {
+	case j.MaxAge > 0:
+		return j.MaxAge + j.Leeway, "jwt.max_age", "jwt.max_age + jwt.leeway"
+	case j.Leeway > 0:
+		return j.Leeway, "jwt.leeway", "jwt.leeway"
+	}
+	return 0, "", ""
+}
+
+// ReplayWindow is how long a captured delivery that verified under c stays
+// acceptable (0 when the scheme puts no bound on it), with the field that
+// sets it and a phrase naming it: a key must be remembered at least that
+// long, or the capture could be replayed once its key is forgotten.
+func ReplayWindow(c Config) (window time.Duration, field, what string) {
+	info, ok := lookup(c.Scheme)
+	if !ok || info.replayWindow == nil {
+		return 0, "", ""
+	}
+	return info.replayWindow(c)
 }
 
 // ret converts a constructor's concrete result, keeping a nil interface on
@@ -108,26 +205,19 @@ func NewSigner(c Config, env Env, signKey []byte) (Signer, error) {
 // when webhook-id is absent, and then the svix-* headers are the ones
 // verified.)
 func SignedHeaders(scheme string) []string {
-	switch scheme {
-	case "standard-webhooks":
-		return []string{"webhook-id", "webhook-timestamp"}
-	case "slack":
-		return []string{"X-Slack-Request-Timestamp"}
-	}
-	return nil
+	info, _ := lookup(scheme)
+	return info.signedHeaders
 }
 
 // SignsBody reports whether a delivery that verifies under c has the raw
 // body it was signed with: every scheme but none, and jwt only when
 // jwt.body_hash_claim is set.
 func SignsBody(c Config) bool {
-	switch c.Scheme {
-	case "none", "":
+	info, ok := lookup(c.Scheme)
+	if !ok {
 		return false
-	case "jwt":
-		return c.JWT.BodyHashClaim != ""
 	}
-	return true
+	return info.signsBody == nil || info.signsBody(c)
 }
 
 // none is the explicit "no verification" scheme.

@@ -136,7 +136,7 @@ func TestNew(t *testing.T) {
 		if err == nil {
 			t.Fatal("want error")
 		}
-		for _, s := range schemeNames {
+		for _, s := range SchemeNames() {
 			if !strings.Contains(err.Error(), s) {
 				t.Errorf("error %q does not list %q", err, s)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/server"
 	"github.com/clawgate/clawgate/verify"
 )
 
@@ -88,12 +89,12 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	reg := prometheus.NewRegistry()
-	inst, err := start(cfg, log, reg)
+	inst, err := server.Start(cfg, server.Options{Logger: log, Registry: reg, Version: version})
 	if err != nil {
 		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
 		return 1
 	}
-	defer inst.shutdown(5 * time.Second)
+	defer inst.Shutdown(5 * time.Second)
 
 	// The provider: one signed event, delivered again and again.
 	route := cfg.Routes[0]
@@ -103,7 +104,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	body := []byte(`{"id":"evt_1001","type":"order.paid","data":{"order_id":"ord_1001","points":100}}`)
-	url := "http://" + inst.addr.String() + route.Match.Path
+	url := "http://" + inst.Addr().String() + route.Match.Path
 	client := &http.Client{Timeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "clawgate demo: one signed order event (evt_1001) delivered %d times\n", *times)
 	fmt.Fprintf(stdout, "gateway %s -> upstream %s (timeout %s, memory store)\n\n", url, uln.Addr(), route.Timeout)

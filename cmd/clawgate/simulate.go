@@ -59,7 +59,7 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var signer verify.Signer
-	if route.Verify.Scheme != "none" {
+	if verify.Checks(route.Verify.Scheme) {
 		signer, err = verify.NewSigner(route.Verify, verify.Env{Dir: cfg.Dir}, key)
 		if err != nil {
 			fmt.Fprintf(stderr, "clawgate simulate: route %q: %v\n", route.Name, err)

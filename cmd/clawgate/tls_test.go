@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/server"
 )
 
 // TestTLSListenerSpeaksHTTP2: with tls.cert_file and key_file the delivery
@@ -63,11 +64,11 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := start(cfg, discardLogger(), prometheus.NewRegistry())
+	inst, err := server.Start(cfg, server.Options{Logger: discardLogger(), Registry: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer inst.shutdown(time.Second)
+	defer inst.Shutdown(time.Second)
 
 	pool := x509.NewCertPool()
 	cert, _ := x509.ParseCertificate(der)
@@ -77,7 +78,7 @@ routes:
 	m := hmac.New(sha256.New, []byte("tls-secret"))
 	m.Write(body)
 	for i := 0; i < 2; i++ {
-		req, _ := http.NewRequest(http.MethodPost, "https://"+inst.addr.String()+"/webhook/order", bytes.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, "https://"+inst.Addr().String()+"/webhook/order", bytes.NewReader(body))
 		req.Header.Set("X-Signature", hex.EncodeToString(m.Sum(nil)))
 		req.Header.Set("Idempotency-Key", "evt_tls")
 		resp, err := client.Do(req)
