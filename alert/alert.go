@@ -5,7 +5,7 @@
 // calls Sender.Alert. The Sender then POSTs one PagerDuty Events API v2
 // "trigger" event for that key to the URL named by alerts.webhook_url_env:
 //
-//	{"routing_key": "...",            // only when Options.RoutingKey is set
+//	{"routing_key": "...",            // alerts.pagerduty_routing_key_env, when set
 //	 "event_action": "trigger",
 //	 "dedup_key": "clawgate:<route>:<key>",
 //	 "payload": {
@@ -98,8 +98,9 @@ type Options struct {
 	// URL receives the alerts (the value of alerts.webhook_url_env).
 	// Empty: the Sender is disabled and Alert does nothing.
 	URL string
-	// RoutingKey is sent as routing_key (the PagerDuty integration key).
-	// Empty: the field is omitted. Never logged.
+	// RoutingKey is sent as routing_key (the PagerDuty integration key,
+	// the value of alerts.pagerduty_routing_key_env). Empty: the field is
+	// omitted. Never logged.
 	RoutingKey string
 	// MaxAttempts is the config's alerts.max_attempts, quoted in the alert
 	// text. Zero or less: attempts-1, which is what the gateway's threshold

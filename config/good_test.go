@@ -114,7 +114,8 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 			Window: 5 * time.Second, CacheSize: 5000, LockTTL: time.Minute,
 			Retention: 96 * time.Hour, ReplayBodyLimit: 128 << 10,
 		})
-		eq(t, "alerts", cfg.Alerts, Alerts{MaxAttempts: 5, WebhookURLEnv: "ALERT_URL", WebhookURL: testEnv["ALERT_URL"]})
+		eq(t, "alerts", cfg.Alerts, Alerts{MaxAttempts: 5, WebhookURLEnv: "ALERT_URL", WebhookURL: testEnv["ALERT_URL"],
+			PagerDutyRoutingKeyEnv: "PD_ROUTING_KEY", PagerDutyRoutingKey: testEnv["PD_ROUTING_KEY"]})
 		eq(t, "warnings", cfg.Warnings, []string(nil))
 
 		o := route(t, cfg, "orders")

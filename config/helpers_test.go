@@ -23,6 +23,7 @@ var testEnv = map[string]string{
 	"BAD_ALERT_URL":     "ftp://alert:bad-alert-credential-0123456789@example.com/x",
 	"SVIX_SECRET":       "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 	"RELATIVE_URL":      "/relative-alert-credential-0123456789",
+	"PD_ROUTING_KEY":    "pagerduty-routing-key-0123456789",
 }
 
 func getenv(name string) string { return testEnv[name] }

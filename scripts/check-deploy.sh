@@ -7,8 +7,12 @@
 #   promtool test rules   deploy/rules/tests/*.yml
 #   the Grafana dashboard: valid JSON, a route variable, unique panel ids,
 #     every panel has queries, every query is valid PromQL (promtool), and
-#     uses only metric names the gateway exports          (needs jq)
+#     uses only metric names the gateway exports; latency percentiles by
+#     outcome, down gateways counted, attempts exceeded in whole events
+#                                                          (needs jq)
 #   metric names in the alert rules                       (plain grep)
+#   every alert has a runbook_url naming a section of deploy/README.md
+#     that exists, and no other runbook annotation
 #   docker compose config -q, and that every bind-mounted file exists
 #                                                          (needs docker compose or docker-compose)
 #   the Dockerfile: Go version matches go.mod, static non-root build
@@ -47,11 +51,16 @@ run() {
 # Metric names clawgate exports (the README's metrics table). Histograms are
 # only valid with _bucket/_sum/_count. dead_letter_queue_size is not exported
 # yet: rules may use it (they match nothing while it is absent), dashboards not.
+# admin/metrics_test.go checks the same queries against a live /metrics.
 counters_gauges="webhook_duplicate_requests_total idempotency_cache_hit_ratio
 webhook_requests_total idempotency_cache_hits_total idempotency_cache_misses_total
 webhook_signature_failures_total webhook_signature_verified_total
 webhook_lock_released_total webhook_store_errors_total webhook_attempts_exceeded_total
-webhook_finish_deferred_total webhook_signature_replays_total"
+webhook_finish_deferred_total webhook_signature_replays_total
+webhook_store_evictions_total webhook_alerts_total clawgate_config_reloads_total
+clawgate_store_durable clawgate_store_persistence_info clawgate_store_restarts_total
+clawgate_store_replica_shortfalls_total clawgate_store_memory_bytes
+clawgate_ready clawgate_store_up"
 histograms="webhook_processing_duration_seconds webhook_upstream_duration_seconds"
 not_yet="dead_letter_queue_size"
 
@@ -68,11 +77,12 @@ known_metric() { # NAME ALLOW_NOT_YET
 }
 
 # check_metric_names DESCRIPTION ALLOW_NOT_YET < text: every clawgate-looking
-# metric name in the text (webhook_*, idempotency_*, dead_letter_*; recording
-# rule names, which contain ':', excepted) must be a known one.
+# metric name in the text (webhook_*, idempotency_*, dead_letter_*,
+# clawgate_*; recording rule names, which contain ':', excepted) must be a
+# known one.
 check_metric_names() {
 	local desc=$1 allow=$2 name unknown=""
-	for name in $(grep -oE '[A-Za-z0-9_:]*(webhook|idempotency|dead_letter)_[A-Za-z0-9_:]*' | sort -u); do
+	for name in $(grep -oE '[A-Za-z0-9_:]*(webhook|idempotency|dead_letter|clawgate)_[A-Za-z0-9_:]*' | sort -u); do
 		case $name in *:*) continue ;; esac
 		known_metric "$name" "$allow" || unknown="$unknown $name"
 	done
@@ -99,6 +109,38 @@ fi
 
 check_metric_names "metric names in deploy/rules/*.yml" yes < <(cat deploy/rules/*.yml)
 
+# Runbooks: each alert carries a runbook_url (the annotation Alertmanager
+# templates and Grafana link) to its own section of deploy/README.md, a
+# heading whose GitHub anchor is the alert's name in lower case.
+runbook_base="https://github.com/clawgate/clawgate/blob/main/deploy/README.md#"
+anchors=$(sed -nE 's/^#+ +//p' deploy/README.md | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9 _-]//g; s/ /-/g')
+runbook_problems=""
+for rules in deploy/rules/*.yml; do
+	alert="" url=""
+	while IFS= read -r line; do
+		case $line in
+		*"- alert: "*)
+			[ -n "$alert" ] && [ -z "$url" ] && runbook_problems="$runbook_problems $alert: no runbook_url;"
+			alert=${line##*- alert: } url="" ;;
+		*" runbook_url: "*)
+			url=${line#*runbook_url: } url=${url//\"/}
+			if [ "$url" != "$runbook_base$(echo "$alert" | tr 'A-Z' 'a-z')" ]; then
+				runbook_problems="$runbook_problems $alert: runbook_url $url is not $runbook_base$(echo "$alert" | tr 'A-Z' 'a-z');"
+			elif ! grep -qxF "${url#"$runbook_base"}" <<<"$anchors"; then
+				runbook_problems="$runbook_problems $alert: deploy/README.md has no section ${url#"$runbook_base"};"
+			fi ;;
+		*" runbook: "*)
+			runbook_problems="$runbook_problems $alert: a runbook annotation (use runbook_url);" ;;
+		esac
+	done <"$rules"
+	[ -n "$alert" ] && [ -z "$url" ] && runbook_problems="$runbook_problems $alert: no runbook_url;"
+done
+if [ -z "$runbook_problems" ]; then
+	ok "every alert's runbook_url is a section of deploy/README.md"
+else
+	bad "alert runbooks:$runbook_problems"
+fi
+
 # --- Grafana dashboard and provisioning -------------------------------------
 dash=deploy/grafana/dashboards/clawgate.json
 if command -v jq >/dev/null 2>&1; then
@@ -111,6 +153,20 @@ if command -v jq >/dev/null 2>&1; then
 		'[.. | objects | select(has("gridPos")) | .id] | (length == (unique | length))' "$dash"
 	run "$dash: every panel has a query" jq -e \
 		'[.. | objects | select(has("gridPos") and .type != "row") | select(([.targets[]?.expr | select(. != null and . != "")] | length) == 0)] | length == 0' "$dash"
+	# Replays take microseconds and forwarded deliveries the upstream's
+	# time: a latency percentile over both describes neither.
+	run "$dash: processing-duration percentiles keep or select the outcome" jq -e \
+		'[.. | objects | select(has("expr")) | .expr | select(test("histogram_quantile.*webhook_processing_duration_seconds"))
+		  | select((test("by \\([^)]*outcome") or test("outcome=")) | not)] | length == 0' "$dash"
+	# A panel of up{job="clawgate"} also counts the instances that are down,
+	# so one of two down is not shown green.
+	run "$dash: a gateways-up panel counts the instances that are down" jq -e \
+		'[.. | objects | select(has("gridPos")) | select(any(.targets[]?.expr // ""; test("up\\{job=\"clawgate\"")))
+		  | select(any(.targets[]?.expr // ""; test("== 0")) | not)] | length == 0' "$dash"
+	# Events (attempts exceeded) are shown whole, not as extrapolated fractions.
+	run "$dash: attempts exceeded are counted in whole events" jq -e \
+		'[.. | objects | select(has("gridPos")) | select(any(.targets[]?.expr // ""; test("webhook_attempts_exceeded_total")))
+		  | select(.fieldConfig.defaults.decimals != 0)] | length == 0' "$dash"
 
 	# Every query, with the dashboard's variables filled in, as a rule file
 	# for promtool: catches PromQL syntax errors.
@@ -119,7 +175,7 @@ if command -v jq >/dev/null 2>&1; then
 		 (.templating.list[] | select(.type == "query") | .definition
 		  | capture("^label_values\\((?<m>.*),\\s*[A-Za-z_]+\\)$").m)]
 		| to_entries[]
-		| "      - record: dashboard:query_\(.key)\n        expr: |\n          \(.value | gsub("\\$__rate_interval|\\$__interval"; "5m") | gsub("\\$\\{?[A-Za-z_]+\\}?"; ".*"))"
+		| "      - record: dashboard:query_\(.key)\n        expr: |\n          \(.value | gsub("\\$__rate_interval|\\$__interval|\\$__range"; "5m") | gsub("\\$\\{?[A-Za-z_]+\\}?"; ".*"))"
 	' "$dash" >"$tmp/body" && {
 		printf 'groups:\n  - name: dashboard\n    rules:\n'
 		cat "$tmp/body"

@@ -22,6 +22,6 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
-	fmt.Fprintf(stdout, "config ok: %d routes\n", len(cfg.Routes))
+	fmt.Fprintf(stdout, "config ok: %s\n", plural(int64(len(cfg.Routes)), "route"))
 	return 0
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=...".
@@ -17,28 +18,80 @@ var (
 	commit  = "none"
 )
 
-const usage = `usage: clawgate <command> [flags]
+// command is one subcommand: its name, what follows the name on its usage
+// line, a one-line summary for the command list and a longer description
+// for its own -h.
+type command struct {
+	name, args, summary, about string
+}
 
-commands:
-  serve     run the gateway (the default): -config FILE
-  check     validate a config like nginx -t: -config FILE
-  demo      replay the 17-deliveries incident against a built-in upstream
-  simulate  send one signed event N times: -url URL [-route NAME] [-times 5] [-config FILE]
-  keys      get|reset ROUTE KEY over the admin API: [-admin URL]
-  echo      a tiny upstream that logs and counts what it receives: [-listen ADDR]
-  version   print version, commit and Go version
-`
+// commands is the command list, in the order `clawgate -h` shows it.
+var commands = []command{
+	{"serve", "[flags]", "run the gateway (the default command)",
+		"Run the gateway: serve deliveries on the config's listen address and the\n" +
+			"admin API on admin.listen. SIGHUP reloads the config; SIGTERM drains and exits."},
+	{"check", "[flags]", "validate a config and print every problem, like nginx -t",
+		"Load a config as serve would and print every problem with its file and line.\n" +
+			"Exits 0 when the config is valid (warnings go to stderr), 1 when it is not."},
+	{"demo", "[flags]", "replay the 17-deliveries incident against a built-in upstream",
+		"Push one signed event to an in-process gateway again and again while its\n" +
+			"upstream is slow, and show that the upstream completes it exactly once."},
+	{"simulate", "-url URL [flags]", "send one signed event several times to a running gateway",
+		"Sign one event exactly as a route of the config expects, deliver it several\n" +
+			"times and print what each delivery got. Exits 0 when exactly one was\n" +
+			"forwarded and the others were replayed or answered as in flight."},
+	{"keys", "get|reset [flags] ROUTE KEY", "show or reset an idempotency key over the admin API",
+		"get shows a key's state, attempts and stored status. reset forgets the key,\n" +
+			"so that its next delivery is forwarded to the upstream again. The admin\n" +
+			"token is read from $CLAWGATE_ADMIN_TOKEN."},
+	{"echo", "[flags]", "run a tiny upstream that logs and counts what it receives",
+		"Answer every request 200 with a small JSON body, and log each one with its\n" +
+			"idempotency key, attempt and request id."},
+	{"health", "[flags]", "probe the admin listener's /readyz (or /healthz) as a container health check", "GET the admin listener's /readyz (or /healthz with -live) once and print one line.\nExits 0 on 200, 1 otherwise: a Docker HEALTHCHECK or Kubernetes exec probe for\nimages without curl or a shell (distroless)."},
+	{"version", "", "print the version, commit and Go version",
+		"Print the version, commit and Go version this binary was built with."},
+}
+
+// usage is the command list `clawgate -h` prints.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: clawgate <command> [flags]\n\n")
+	b.WriteString("A webhook ingress gateway: it verifies each delivery's signature, forwards\n")
+	b.WriteString("exactly one copy of each event and answers retries and duplicates itself.\n\n")
+	b.WriteString("commands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nclawgate <command> -h shows a command's flags; clawgate --version its version.\n")
+	return b.String()
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run dispatches to a command and returns the exit code: 0 success, 1
-// runtime or validation failure, 2 usage error.
+// runtime or validation failure, 2 usage error. Without a command it
+// serves, so `clawgate -config FILE` runs the gateway; -h, -help and
+// --help there print the command list, and -version and --version the
+// version.
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && (len(args[0]) == 0 || args[0][0] != '-') {
-		cmd, args = args[0], args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help", "help":
+			if args[0] == "help" && len(args) > 1 {
+				// clawgate help CMD: the command's own help.
+				return run([]string{args[1], "-h"}, stdout, stderr)
+			}
+			fmt.Fprint(stdout, usage())
+			return 0
+		case "-version", "--version":
+			return cmdVersion(args[1:], stdout, stderr)
+		}
+		if args[0] == "" || args[0][0] != '-' {
+			cmd, args = args[0], args[1:]
+		}
 	}
 	switch cmd {
 	case "serve":
@@ -53,12 +106,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdKeys(args, stdout, stderr)
 	case "echo":
 		return cmdEcho(args, stderr)
+	case "health":
+		return cmdHealth(args, stdout, stderr)
 	case "version":
-		return cmdVersion(stdout)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
+		return cmdVersion(args, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "clawgate: unknown command %q\n%s", cmd, usage)
+	fmt.Fprintf(stderr, "clawgate: unknown command %q\n\n%s", cmd, usage())
 	return 2
 }

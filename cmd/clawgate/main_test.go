@@ -31,7 +31,11 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"simulate"},
 		{"simulate", "-url", "ftp://x"},
 		{"keys"},
+		{"keys", "frob", "orders", "k"},
 		{"keys", "get", "only-route"},
+		{"keys", "get", "-nope", "orders", "k"},
+		{"version", "extra"},
+		{"--version", "extra"},
 		{"demo", "-times", "1"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -51,7 +55,7 @@ func TestVersion(t *testing.T) {
 
 func TestCheckRepositoryConfig(t *testing.T) {
 	code, out, errOut := runCmd(t, "check", "-config", "../../gateway.yaml")
-	if code != 0 || out != "config ok: 1 routes\n" {
+	if code != 0 || out != "config ok: 1 route\n" {
 		t.Fatalf("exit %d: %q %q", code, out, errOut)
 	}
 	if !strings.Contains(errOut, "inline secret") {

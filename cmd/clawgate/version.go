@@ -7,7 +7,13 @@ import (
 	"runtime/debug"
 )
 
-func cmdVersion(stdout io.Writer) int {
+// cmdVersion prints the version, the commit (from -ldflags, else from the
+// build's VCS stamp) and the Go version and platform.
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("version", stderr)
+	if code := parseFlags(fs, args, 0); code >= 0 {
+		return code
+	}
 	c := commit
 	if c == "none" {
 		if bi, ok := debug.ReadBuildInfo(); ok {

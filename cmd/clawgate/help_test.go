@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/clawgate/clawgate/admin"
+	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/store"
+)
+
+// Regression: `clawgate -h` and `--help` printed serve's flags instead of
+// the command list.
+func TestHelpFlagPrintsTheCommandList(t *testing.T) {
+	for _, arg := range []string{"-h", "-help", "--help", "help"} {
+		t.Run(arg, func(t *testing.T) {
+			code, out, errOut := runCmd(t, arg)
+			if code != 0 || errOut != "" {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			if !strings.HasPrefix(out, "usage: clawgate <command> [flags]\n") || strings.Contains(out, "-grace") {
+				t.Fatalf("not the command list:\n%s", out)
+			}
+			for _, c := range commands {
+				if !strings.Contains(out, "\n  "+c.name+" ") {
+					t.Errorf("command list lacks %s:\n%s", c.name, out)
+				}
+			}
+		})
+	}
+	// help CMD is the command's own help.
+	if code, _, errOut := runCmd(t, "help", "check"); code != 0 || !strings.HasPrefix(errOut, "usage: clawgate check [flags]\n") {
+		t.Fatalf("help check: exit %d %q", code, errOut)
+	}
+}
+
+// Regression: `clawgate --version` failed with "flag provided but not
+// defined: -version".
+func TestVersionFlagPrintsTheVersion(t *testing.T) {
+	_, want, _ := runCmd(t, "version")
+	for _, arg := range []string{"--version", "-version"} {
+		if code, out, errOut := runCmd(t, arg); code != 0 || out != want || errOut != "" {
+			t.Errorf("%s: exit %d %q %q, want %q", arg, code, out, errOut, want)
+		}
+	}
+}
+
+// Regression: `clawgate keys -h` (and `keys get -h`) exited 2, as a usage
+// error, where every other command's -h exits 0.
+func TestKeysHelpExits0(t *testing.T) {
+	for _, args := range [][]string{{"keys", "-h"}, {"keys", "--help"}, {"keys", "get", "-h"}, {"keys", "reset", "orders", "k", "-h"}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 || out != "" {
+			t.Errorf("%q: exit %d, stdout %q", args, code, out)
+		}
+		if !strings.HasPrefix(errOut, "usage: clawgate keys get|reset [flags] ROUTE KEY\n") || !strings.Contains(errOut, "-admin URL") {
+			t.Errorf("%q: usage %q", args, errOut)
+		}
+	}
+}
+
+// Every command's -h exits 0 with its usage line, its description and its
+// flags, each default printed once. Regression: -config printed its
+// default twice.
+func TestEveryCommandHelp(t *testing.T) {
+	for _, c := range commands {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runCmd(t, c.name, "-h")
+			if code != 0 || out != "" {
+				t.Fatalf("exit %d, stdout %q", code, out)
+			}
+			if !strings.HasPrefix(errOut, "usage: clawgate "+c.name) || !strings.Contains(errOut, "\n"+c.about+"\n") {
+				t.Fatalf("no usage line and description:\n%s", errOut)
+			}
+			for _, entry := range strings.Split(errOut, "\n  -")[1:] {
+				if n := strings.Count(entry, "default"); n > 1 {
+					t.Errorf("a default is given %d times:\n  -%s", n, entry)
+				}
+			}
+		})
+	}
+}
+
+// Regression: check said "config ok: 1 routes".
+func TestCheckCountsRoutesInEnglish(t *testing.T) {
+	const route = `
+  - name: %s
+    match: { path: /%s }
+    upstream: http://127.0.0.1:9000
+    verify: { scheme: none }`
+	for n, want := range map[int]string{1: "config ok: 1 route\n", 2: "config ok: 2 routes\n"} {
+		text := "routes:"
+		for i, name := range []string{"a", "b"}[:n] {
+			_ = i
+			text += strings.NewReplacer("%s", name).Replace(route)
+		}
+		p := filepath.Join(t.TempDir(), "gateway.yaml")
+		os.WriteFile(p, []byte(text+"\n"), 0o600)
+		if code, out, errOut := runCmd(t, "check", "-config", p); code != 0 || out != want {
+			t.Errorf("%d routes: exit %d %q %q, want %q", n, code, out, errOut, want)
+		}
+	}
+}
+
+// stubGateway is the little of the gateway the admin API needs.
+type stubGateway struct{ cfg *config.Config }
+
+func (s stubGateway) Config() *config.Config            { return s.cfg }
+func (stubGateway) Forget(string)                       {}
+func (stubGateway) WindowAttempts(string) (int64, bool) { return 0, false }
+
+// Regression: `keys reset` printed the key's record as it was before the
+// reset (state finished, status 200), which read as if nothing happened.
+func TestKeysResetSaysWhatItForgot(t *testing.T) {
+	st := store.NewMemory(store.MemoryOptions{})
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		c, err := st.Claim(ctx, "orders:evt_1", "fp", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.State == store.Claimed {
+			if err := st.Finish(ctx, "orders:evt_1", c.Token, store.Outcome{Status: 200, Fingerprint: "fp"}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cfg := &config.Config{Routes: []config.Route{{Name: "orders"}}}
+	srv := httptest.NewServer(admin.Handler(admin.Options{
+		Gatherer: prometheus.NewRegistry(), Store: st, Gateway: stubGateway{cfg},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}))
+	defer srv.Close()
+
+	code, out, errOut := runCmd(t, "keys", "reset", "-admin", srv.URL, "orders", "evt_1")
+	if want := "reset orders evt_1: forgot finished (status 200, 3 attempts); the next delivery is forwarded\n"; code != 0 || out != want {
+		t.Fatalf("exit %d %q %q, want %q", code, out, errOut, want)
+	}
+	code, out, _ = runCmd(t, "keys", "reset", "-admin", srv.URL, "orders", "evt_1")
+	if want := "reset orders evt_1: nothing to forget (the key was absent); the next delivery is forwarded\n"; code != 0 || out != want {
+		t.Fatalf("second reset: exit %d %q, want %q", code, out, want)
+	}
+	// -json prints the API's answer: what was forgotten, marked as a reset.
+	st.Claim(ctx, "orders:evt_2", "fp", time.Minute)
+	code, out, _ = runCmd(t, "keys", "reset", "-json", "-admin", srv.URL, "orders", "evt_2")
+	var res admin.ResetResult
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || !res.Reset || res.Forgot.State != "in_flight" || res.Forgot.Attempts != 1 {
+		t.Fatalf("-json: exit %d %q", code, out)
+	}
+}
