@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # The race detector needs cgo: on when a C compiler is there.
 RACE     ?= $(shell command -v cc >/dev/null 2>&1 && echo -race)
 
-.PHONY: all build demo run test test-deps lint fuzz soak model bench bench-deps bench-quick bench-go clean
+.PHONY: all build demo run test test-deps lint fuzz soak model helm-check bench bench-deps bench-quick bench-go clean
 
 all: build
 
@@ -37,6 +37,11 @@ test: test-deps
 	$(GO) test $(RACE) -count=1 -timeout 10m ./...
 	model/check.sh
 	scripts/check-deploy.sh
+	scripts/check-k8s.sh
+
+## helm-check: lint and render the Helm chart, check the systemd unit (installs helm once: about 1.5 minutes).
+helm-check:
+	scripts/check-k8s.sh
 
 ## model: check the key protocol's model exhaustively with SPIN (installs spin and gcc if missing).
 model:
