@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// FuzzCleanPath: whatever the request target, cleanPath either refuses it
+// or returns an absolute path with no "." or ".." segment, no backslash or
+// NUL, that cleans to itself; a path without dot segments is kept as it is.
+func FuzzCleanPath(f *testing.F) {
+	for _, s := range []string{
+		"/webhook/order", "/h/pfx/../admin", "/h/pfx/%2e%2e/admin", "/a/./b/../c", "/../x", "/a/..%2fb",
+		"/.well-known/x", "/a//b", "/a/b/", "/a/..", "/.", "/..", "/%2E%2e/", "/a%5cb", "/a\\b", "/%00",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		u, err := url.ParseRequestURI(target)
+		if err != nil || !strings.HasPrefix(u.Path, "/") {
+			return // "*" (OPTIONS) and the like match no route: 404
+		}
+		r := &http.Request{URL: u}
+		p, err := cleanPath(r)
+		if err != nil {
+			return
+		}
+		switch {
+		case !strings.HasPrefix(p, "/"):
+			t.Fatalf("%q -> %q: not absolute", target, p)
+		case hasDotSegment(p):
+			t.Fatalf("%q -> %q: dot segment left", target, p)
+		case strings.ContainsAny(p, "\\\x00"):
+			t.Fatalf("%q -> %q: backslash or NUL", target, p)
+		case !hasDotSegment(u.Path) && p != u.Path:
+			t.Fatalf("%q -> %q: changed a path without dot segments", target, p)
+		}
+		again, err := cleanPath(&http.Request{URL: &url.URL{Path: p}})
+		if err != nil || again != p {
+			t.Fatalf("%q -> %q -> %q, %v: not stable", target, p, again, err)
+		}
+	})
+}
