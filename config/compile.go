@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -33,9 +34,18 @@ func (b *builder) compileRoute(i int) {
 
 	verifyLine := b.routeLine(i, "verify")
 	v, warnings, err := newVerifier(r.Verify, verify.Env{Getenv: b.getenv, Dir: b.cfg.Dir})
-	if err != nil {
+	var fieldErr *verify.FieldError
+	switch {
+	case errors.As(err, &fieldErr):
+		// Point at the field itself, such as verify.jwt.jwks_url.
+		path := []any{"verify"}
+		for _, p := range strings.Split(fieldErr.Field, ".") {
+			path = append(path, p)
+		}
+		b.ps.wrapTrim(b.routeLine(i, path...), label+": verify."+fieldErr.Field, "verify: "+fieldErr.Field+": ", err)
+	case err != nil:
 		b.ps.wrapTrim(verifyLine, label+": verify", "verify: ", err)
-	} else {
+	default:
 		r.Verifier = v
 	}
 	for _, w := range warnings {

@@ -27,20 +27,29 @@ type jwk struct {
 	Y   string `json:"y"`
 }
 
-// loadJWKS reads a JWK Set file. Keys of type RSA, EC (P-256, P-384,
-// P-521) and OKP (Ed25519) are loaded; a key meant for encryption, of
-// another type, or that fits none of algs is skipped with a warning. A set
-// with no usable key is an error. A key's kid is its id.
+// loadJWKS reads a JWK Set file: see parseJWKS. A key that cannot be
+// decoded is an error.
 func loadJWKS(path string, algs []string) ([]*jwtKey, []string, error) {
 	data, err := readKeyFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("verify: jwt: jwks_file: cannot read %s: %w", path, unwrapPathErr(err))
 	}
+	return parseJWKS(data, algs, "jwks_file "+path, true)
+}
+
+// parseJWKS decodes a JWK Set; src names it in messages ("jwks_file
+// PATH"). Keys of type RSA, EC (P-256, P-384, P-521) and OKP (Ed25519) are
+// loaded; a key meant for encryption, of another type, or that fits none of
+// algs is skipped with a warning, and so is a key that cannot be decoded
+// unless strict, when that is an error. A set with no usable key is an
+// error. A key's kid is its id, and its alg, when set, is the only
+// algorithm it verifies.
+func parseJWKS(data []byte, algs []string, src string, strict bool) ([]*jwtKey, []string, error) {
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, nil, fmt.Errorf("verify: jwt: jwks_file %s: not a JSON Web Key Set: %w", path, err)
+		return nil, nil, fmt.Errorf("verify: jwt: %s: not a JSON Web Key Set: %w", src, err)
 	}
 	var keys []*jwtKey
 	var warnings []string
@@ -50,28 +59,32 @@ func loadJWKS(path string, algs []string) ([]*jwtKey, []string, error) {
 			name = fmt.Sprintf("key %q", k.Kid)
 		}
 		if k.Use != "" && k.Use != "sig" {
-			warnings = append(warnings, fmt.Sprintf("jwks_file %s: %s skipped: use is %q, not sig", path, name, k.Use))
+			warnings = append(warnings, fmt.Sprintf("%s: %s skipped: use is %q, not sig", src, name, k.Use))
 			continue
 		}
 		pub, err := k.publicKey()
 		if err != nil {
-			return nil, nil, fmt.Errorf("verify: jwt: jwks_file %s: %s: %w", path, name, err)
+			if strict {
+				return nil, nil, fmt.Errorf("verify: jwt: %s: %s: %w", src, name, err)
+			}
+			warnings = append(warnings, fmt.Sprintf("%s: %s skipped: %v", src, name, err))
+			continue
 		}
 		if pub == nil {
-			warnings = append(warnings, fmt.Sprintf("jwks_file %s: %s skipped: kty %q is not supported", path, name, k.Kty))
+			warnings = append(warnings, fmt.Sprintf("%s: %s skipped: kty %q is not supported", src, name, k.Kty))
 			continue
 		}
 		fits := slices.ContainsFunc(algs, func(a string) bool {
 			return (k.Alg == "" || k.Alg == a) && keyFits(pub, a)
 		})
 		if !fits {
-			warnings = append(warnings, fmt.Sprintf("jwks_file %s: %s skipped: %s fits none of the algorithms %v", path, name, keyKind(pub), algs))
+			warnings = append(warnings, fmt.Sprintf("%s: %s skipped: %s fits none of the algorithms %v", src, name, keyKind(pub), algs))
 			continue
 		}
-		keys = append(keys, &jwtKey{id: k.Kid, explicit: k.Kid != "", key: pub})
+		keys = append(keys, &jwtKey{id: k.Kid, explicit: k.Kid != "", key: pub, alg: k.Alg})
 	}
 	if len(keys) == 0 {
-		return nil, nil, fmt.Errorf("verify: jwt: jwks_file %s: no key fits the algorithms %v", path, algs)
+		return nil, nil, fmt.Errorf("verify: jwt: %s: no key fits the algorithms %v", src, algs)
 	}
 	return keys, warnings, nil
 }

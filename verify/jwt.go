@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -29,9 +30,12 @@ import (
 // alg names (an HMAC token is never checked against public key bytes).
 //
 // Key selection: a token whose header has a kid is checked with the active
-// key of that id; when no key has that id, with the active keys configured
+// key of that id; when no key has that id and the route has a jwks_url, the
+// set is fetched again first (at most once per jwks_min_refresh, see
+// jwksRemote); when still no key has it, with the active keys configured
 // without an id (keys the operator did not name accept any kid), else it
 // fails as a mismatch. A token without kid is checked with every active key.
+// A key from a JWK Set that names its alg verifies only that algorithm.
 //
 // Claims: exp and nbf (with leeway) are always checked; iat may not lie in
 // the future. exp is required unless max_age is set, in which case iat is
@@ -40,14 +44,73 @@ import (
 // match; body_hash_claim, when configured, must hold the lowercase hex
 // SHA-256 of the raw body.
 type jwtVerifier struct {
-	header    string // canonical
-	bearer    bool   // the header is Authorization: sign "Bearer <t>"
-	algs      []string
+	header   string // canonical
+	bearer   bool   // the header is Authorization: sign "Bearer <t>"
+	algs     []string
+	keys     []*jwtKey // from keys and jwks_file
+	fixed    *keySet   // keys, when there is no jwks_url
+	remote   *jwksRemote
+	opts     []jwt.ParserOption
+	cfg      JWTConfig
+	hmacOnly bool
+}
+
+// keySet is the keys a token is checked against, replaced whole when a
+// jwks_url fetch succeeds.
+type keySet struct {
 	keys      []*jwtKey
-	opts      []jwt.ParserOption
-	cfg       JWTConfig
-	hmacOnly  bool
 	anonymous bool // some key has no explicit id
+}
+
+func newKeySet(keys []*jwtKey) *keySet {
+	s := &keySet{keys: keys}
+	for _, k := range keys {
+		if !k.explicit {
+			s.anonymous = true
+		}
+	}
+	return s
+}
+
+// anyActive reports whether some key of s is active at now.
+func (s *keySet) anyActive(now time.Time) bool {
+	for _, k := range s.keys {
+		if k.active(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// current returns the keys tokens are checked against now.
+func (v *jwtVerifier) current() *keySet {
+	if v.remote != nil {
+		return v.remote.set.Load()
+	}
+	return v.fixed
+}
+
+// Start implements Starter: with a jwks_url, it fetches the key set at once
+// and keeps it fresh in the background until Close, logging to log (nil:
+// slog.Default()). Without a jwks_url it does nothing. Optional: the first
+// Verify starts it too. New never fetches, so loading a config (clawgate
+// check) never does.
+func (v *jwtVerifier) Start(log *slog.Logger) {
+	if v.remote != nil {
+		v.remote.start(log)
+	}
+}
+
+// Close implements io.Closer: it stops the background refresh of the
+// jwks_url keys and waits for it to end (a fetch in flight is cancelled).
+// Verify keeps working after Close with the keys it had, and no longer
+// fetches. Safe to call more than once and concurrently with Verify;
+// always nil.
+func (v *jwtVerifier) Close() error {
+	if v.remote != nil {
+		v.remote.close()
+	}
+	return nil
 }
 
 // jwtBodyBound is the jwt verifier of a route with body_hash_claim: the
@@ -68,11 +131,17 @@ type jwtKey struct {
 	id        string
 	explicit  bool // id given in the config or as a JWKS kid
 	key       any
+	alg       string // a JWK's alg: the only algorithm it verifies; "": any that fits
 	notBefore time.Time
 	notAfter  time.Time
 }
 
 func (k *jwtKey) active(now time.Time) bool { return activeAt(k.notBefore, k.notAfter, now) }
+
+// fits reports whether k may verify a token signed with alg.
+func (k *jwtKey) fits(alg string) bool {
+	return (k.alg == "" || k.alg == alg) && keyFits(k.key, alg)
+}
 
 const (
 	// maxTokenSize bounds what is handed to the JWT parser.
@@ -161,6 +230,10 @@ func newJWT(c Config, env Env) (*jwtVerifier, []string, error) {
 	if jc.Leeway < 0 || jc.MaxAge < 0 {
 		return nil, nil, errors.New("verify: jwt: leeway and max_age must not be negative")
 	}
+	remote, err := newJWKSRemote(jc, algs, families["hmac"])
+	if err != nil {
+		return nil, nil, err
+	}
 	v := &jwtVerifier{
 		algs:     slices.Clone(algs),
 		cfg:      jc,
@@ -214,21 +287,27 @@ func newJWT(c Config, env Env) (*jwtVerifier, []string, error) {
 			}
 		}
 	}
-	if len(v.keys) == 0 {
-		return nil, nil, errors.New("verify: jwt: no key: set jwt.keys (pem_file, secret_env, secret_file) or jwt.jwks_file")
+	if len(v.keys) == 0 && remote == nil {
+		return nil, nil, errors.New("verify: jwt: no key: set jwt.keys (pem_file, secret_env, secret_file), jwt.jwks_file or jwt.jwks_url")
 	}
-	for _, k := range v.keys {
-		if !k.explicit {
-			v.anonymous = true
+	if len(v.keys) > 0 {
+		w, err := checkActive("jwt key", len(v.keys), func(i int) (string, time.Time, time.Time) {
+			return v.keys[i].id, v.keys[i].notBefore, v.keys[i].notAfter
+		}, env.now())
+		switch {
+		case err != nil && remote == nil:
+			return nil, nil, err
+		case err != nil:
+			warnings = append(warnings, "no jwt.keys or jwt.jwks_file key is active: only the jwks_url keys are tried")
 		}
+		warnings = append(warnings, w...)
 	}
-	w, err := checkActive("jwt key", len(v.keys), func(i int) (string, time.Time, time.Time) {
-		return v.keys[i].id, v.keys[i].notBefore, v.keys[i].notAfter
-	}, env.now())
-	if err != nil {
-		return nil, nil, err
+	v.fixed = newKeySet(v.keys)
+	if remote != nil {
+		remote.static = v.keys
+		remote.set.Store(v.fixed)
+		v.remote = remote
 	}
-	warnings = append(warnings, w...)
 
 	if jc.BodyHashClaim == "" {
 		warnings = append(warnings, "jwt.body_hash_claim is not set: no part of the body is authenticated, so anyone holding a valid token can send any body with it")
@@ -352,14 +431,15 @@ func (v *jwtVerifier) Verify(h http.Header, body []byte, now time.Time) (string,
 	if len(tok) > maxTokenSize {
 		return "", fail("jwt", ErrMalformed, "token too large")
 	}
-	active := false
-	for _, k := range v.keys {
-		if k.active(now) {
-			active = true
-			break
+	set := v.current()
+	if v.remote != nil {
+		v.remote.start(nil)
+		if !set.anyActive(now) {
+			v.remote.refresh()
+			set = v.current()
 		}
 	}
-	if !active {
+	if !set.anyActive(now) {
 		return "", fail("jwt", ErrNoActiveSecret, "no key is active")
 	}
 
@@ -370,7 +450,7 @@ func (v *jwtVerifier) Verify(h http.Header, body []byte, now time.Time) (string,
 	opts := append(v.opts[:len(v.opts):len(v.opts)], jwt.WithTimeFunc(func() time.Time { return now }))
 	claims := jwt.MapClaims{}
 	_, err := jwt.NewParser(opts...).ParseWithClaims(tok, claims, func(t *jwt.Token) (any, error) {
-		matched, keyErr = v.selectKey(t, now)
+		matched, keyErr = v.selectKey(set, t, now)
 		if keyErr != nil {
 			return nil, keyErr
 		}
@@ -409,10 +489,10 @@ func (v *jwtVerifier) Verify(h http.Header, body []byte, now time.Time) (string,
 	return matched.id, nil
 }
 
-// selectKey picks the key for t (see jwtVerifier). With several candidates
-// it checks the signature itself so that it knows which key matched; the
-// parser then checks it again with that key.
-func (v *jwtVerifier) selectKey(t *jwt.Token, now time.Time) (*jwtKey, error) {
+// selectKey picks the key for t among set (see jwtVerifier). With several
+// candidates it checks the signature itself so that it knows which key
+// matched; the parser then checks it again with that key.
+func (v *jwtVerifier) selectKey(set *keySet, t *jwt.Token, now time.Time) (*jwtKey, error) {
 	alg := t.Method.Alg()
 	kid, hasKid := "", false
 	if raw, ok := t.Header["kid"]; ok {
@@ -424,13 +504,14 @@ func (v *jwtVerifier) selectKey(t *jwt.Token, now time.Time) (*jwtKey, error) {
 	}
 	var cands []*jwtKey
 	if hasKid {
-		for _, k := range v.keys {
-			if k.explicit && k.id == kid && k.active(now) {
-				cands = append(cands, k)
-			}
+		cands = set.withKid(cands, kid, now)
+		if len(cands) == 0 && v.remote != nil {
+			v.remote.refresh()
+			set = v.current()
+			cands = set.withKid(cands, kid, now)
 		}
-		if len(cands) == 0 && v.anonymous {
-			for _, k := range v.keys {
+		if len(cands) == 0 && set.anonymous {
+			for _, k := range set.keys {
 				if !k.explicit && k.active(now) {
 					cands = append(cands, k)
 				}
@@ -440,13 +521,13 @@ func (v *jwtVerifier) selectKey(t *jwt.Token, now time.Time) (*jwtKey, error) {
 			return nil, fail("jwt", ErrMismatch, "no active key has the token's kid")
 		}
 	} else {
-		for _, k := range v.keys {
+		for _, k := range set.keys {
 			if k.active(now) {
 				cands = append(cands, k)
 			}
 		}
 	}
-	cands = slices.DeleteFunc(cands, func(k *jwtKey) bool { return !keyFits(k.key, alg) })
+	cands = slices.DeleteFunc(cands, func(k *jwtKey) bool { return !k.fits(alg) })
 	switch len(cands) {
 	case 0:
 		return nil, fail("jwt", ErrMismatch, "no active key fits the token's algorithm")
@@ -463,6 +544,16 @@ func (v *jwtVerifier) selectKey(t *jwt.Token, now time.Time) (*jwtKey, error) {
 		}
 	}
 	return nil, fail("jwt", ErrMismatch, "signature matches no active key")
+}
+
+// withKid appends to cands the active keys of s whose explicit id is kid.
+func (s *keySet) withKid(cands []*jwtKey, kid string, now time.Time) []*jwtKey {
+	for _, k := range s.keys {
+		if k.explicit && k.id == kid && k.active(now) {
+			cands = append(cands, k)
+		}
+	}
+	return cands
 }
 
 // jwtReason maps a golang-jwt error to a failure reason; the library's text
@@ -574,13 +665,14 @@ func (s *jwtSigner) Sign(h http.Header, body []byte, now time.Time) error {
 				break
 			}
 		}
-		if first == nil {
+		switch {
+		case first == nil && key == nil:
 			return fail("jwt", ErrNoActiveSecret, "no key is active")
-		}
-		if key == nil {
-			key = first.key
-		}
-		if kid == nil {
+		case first == nil:
+			// Only jwks_url keys, which the signer does not fetch: no kid.
+		case key == nil:
+			key, kid = first.key, first
+		default:
 			kid = first
 		}
 	}
@@ -599,7 +691,7 @@ func (s *jwtSigner) Sign(h http.Header, body []byte, now time.Time) error {
 		claims[s.v.cfg.BodyHashClaim] = hex.EncodeToString(sum[:])
 	}
 	t := jwt.NewWithClaims(method, claims)
-	if kid.explicit {
+	if kid != nil && kid.explicit {
 		t.Header["kid"] = kid.id
 	}
 	signed, err := t.SignedString(key)

@@ -155,7 +155,10 @@ func ret[S scheme](s S, warnings []string, err error) (scheme, []string, error) 
 
 // New compiles c: it resolves secrets (env, file, inline), loads keys, and
 // rejects an empty or unknown scheme, a block with no active secret, an unset
-// secret variable, and (jwt) "none" or a key of the wrong family. Warnings
+// secret variable, and (jwt) "none" or a key of the wrong family. A
+// jwt.jwks_url is checked but not fetched: the verifier fetches it once
+// started (see Starter), so loading a config never touches the network; an
+// error about a jwks_url setting is a *FieldError naming it. Warnings
 // are returned for the config's log: an inline, short, expired or
 // group-readable secret; (jwt) no body_hash_claim, no max_age, JWKS keys
 // skipped. Each names the secret's field, id and variable or file, never

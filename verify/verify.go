@@ -17,10 +17,16 @@
 // and do not allocate on the hot path, and a Verify error wraps one of the
 // Err* reasons with generic context only: it never contains a secret or a
 // signature.
+//
+// The jwt scheme may also take its keys from a jwks_url, fetched and kept
+// fresh in the background (jwksurl.go): its verifier is then a Starter and
+// an io.Closer, and whoever installs the route closes it when the route is
+// replaced or the gateway stops.
 package verify
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 )
@@ -78,6 +84,21 @@ type JWTConfig struct {
 	// JWKSFile is a JSON Web Key Set file, relative to the config's directory.
 	// Its keys (kty RSA, EC, OKP) join Keys, each identified by its kid.
 	JWKSFile string `yaml:"jwks_file"`
+	// JWKSURL is a JSON Web Key Set fetched over https (plain http only for
+	// a loopback host: localhost, 127.0.0.0/8, ::1). Its keys join Keys and
+	// the jwks_file's: fetched when the verifier starts, again every
+	// JWKSRefresh, and at once when a token names a kid no key has (at most
+	// once per JWKSMinRefresh). A failed fetch keeps the keys of the last
+	// good one. New does not fetch; see (*jwtVerifier).Start.
+	JWKSURL string `yaml:"jwks_url"`
+	// JWKSRefresh is the longest time between two fetches of JWKSURL; a
+	// shorter Cache-Control max-age is honoured down to JWKSMinRefresh.
+	// Zero: 1h.
+	JWKSRefresh time.Duration `yaml:"jwks_refresh"`
+	// JWKSMinRefresh is the shortest time between two fetches of JWKSURL:
+	// the bound on fetches triggered by unknown kids and the floor of
+	// max-age. At least 1s and at most JWKSRefresh. Zero: 1m.
+	JWKSMinRefresh time.Duration `yaml:"jwks_min_refresh"`
 	// Issuer, when set, must equal the iss claim.
 	Issuer string `yaml:"issuer"`
 	// Audience, when set, must be in the aud claim.
@@ -152,6 +173,29 @@ type Verifier interface {
 type SignedDigester interface {
 	SignedDigest(h http.Header, body []byte) (digest [32]byte, ok bool)
 }
+
+// Starter is implemented by verifiers that keep something up to date in
+// the background: the jwt verifier (every jwt route's verifier has the
+// method; it does work only with jwks_url). Start begins that work, logging
+// to log (nil: slog.Default()); calling it is optional, since the first
+// Verify starts it too, and it does nothing after Close. Such verifiers also
+// implement io.Closer: Close stops the work and waits for it to end. A
+// verifier keeps verifying after Close, with the keys it had.
+type Starter interface {
+	Start(log *slog.Logger)
+}
+
+// FieldError is an error of New about one field of the verify block.
+// Field is its path below verify, such as "jwt.jwks_url", so that the
+// config can point at the field's line; Err says what is wrong with it.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return "verify: " + e.Field + ": " + e.Err.Error() }
+
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // Signer adds to h the headers that make body verify under the scheme, with
 // the first active secret. Used by `clawgate simulate` and tests.
