@@ -1,12 +1,13 @@
 // Package admin serves the admin listener: /metrics, /healthz, /readyz, the
-// operator's key API under /admin/ and Go's profiler under /debug/pprof/
-// (behind the admin token, like /admin/).
+// operator's key API and config reload under /admin/ and Go's profiler
+// under /debug/pprof/ (behind the admin token, like /admin/).
 package admin
 
 import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,15 +30,23 @@ type Gateway interface {
 	Config() *config.Config
 	// Forget drops a "route:key" from the local window of this instance.
 	Forget(scopedKey string)
-	// WindowAttempts is this instance's count of a key's deliveries,
-	// including the replays from its local window.
-	WindowAttempts(scopedKey string) (int64, bool)
+	// WindowState is this instance's count of a key's deliveries,
+	// including the replays from its local window, and when it saw the
+	// last one.
+	WindowState(scopedKey string) (attempts int64, lastSeen time.Time, ok bool)
 }
 
 // Broadcaster tells the other instances that a "route:key" was reset, so
 // their local windows stop replaying it. Nil: single instance.
 type Broadcaster interface {
 	PublishReset(ctx context.Context, scopedKey string) error
+}
+
+// Reloader reloads the running config from its file, as SIGHUP does. An
+// error leaves the running config in place; when it is a *config.Error
+// each of its problems is reported on its own.
+type Reloader interface {
+	Reload() error
 }
 
 // Options wires the admin handler.
@@ -50,6 +59,8 @@ type Options struct {
 	Store       store.Store
 	Gateway     Gateway
 	Broadcaster Broadcaster
+	// Reloader serves POST /admin/reload. Nil: that call answers 501.
+	Reloader Reloader
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on /admin/.
 	Token  string
 	Logger *slog.Logger
@@ -99,6 +110,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /readyz", a.ready)
 	mux.Handle("GET /admin/keys/{route}/{key...}", a.auth(a.getKey))
 	mux.Handle("DELETE /admin/keys/{route}/{key...}", a.auth(a.deleteKey))
+	mux.Handle("POST /admin/reload", a.auth(a.reload))
 	// Go's profiler, behind the same token as the key API.
 	mux.Handle("GET /debug/pprof/", a.auth(pprof.Index))
 	mux.Handle("GET /debug/pprof/profile", a.auth(pprof.Profile))
@@ -289,8 +301,11 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 		return
 	}
-	if n, ok := a.Gateway.WindowAttempts(route + ":" + key); ok && n > st.Attempts {
-		st.Attempts = n
+	if n, last, ok := a.Gateway.WindowState(route + ":" + key); ok {
+		st.Attempts = max(st.Attempts, n)
+		if last.After(st.LastSeen) {
+			st.LastSeen = last
+		}
 	}
 	writeJSON(w, http.StatusOK, keyState(route, key, st))
 }
@@ -313,6 +328,35 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 	}
 	a.Logger.Info("admin: key reset", "route", route, "key", key, "state", st.State.String())
 	writeJSON(w, http.StatusOK, ResetResult{Route: route, Key: key, Reset: true, Forgot: keyState(route, key, st)})
+}
+
+// ReloadResult is the JSON answer to POST /admin/reload.
+type ReloadResult struct {
+	// Status is "reloaded" (200) or "failed" (400: the running config is
+	// kept).
+	Status string `json:"status"`
+	// Errors holds one line per problem when the reload failed.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// reload reloads the config, as SIGHUP does: 200 {"status":"reloaded"},
+// or 400 {"status":"failed","errors":[...]} with the running config kept.
+func (a *api) reload(w http.ResponseWriter, r *http.Request) {
+	if a.Reloader == nil {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "reload is not available on this listener"})
+		return
+	}
+	a.Logger.Info("admin: config reload requested", "remote", r.RemoteAddr)
+	if err := a.Reloader.Reload(); err != nil {
+		var ce *config.Error
+		lines := []string{err.Error()}
+		if errors.As(err, &ce) {
+			lines = ce.Lines()
+		}
+		writeJSON(w, http.StatusBadRequest, ReloadResult{Status: "failed", Errors: lines})
+		return
+	}
+	writeJSON(w, http.StatusOK, ReloadResult{Status: "reloaded"})
 }
 
 func keyState(route, key string, st store.KeyState) KeyState {

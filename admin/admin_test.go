@@ -262,3 +262,19 @@ func TestPprofBehindToken(t *testing.T) {
 		t.Fatalf("pprof with token: %d", code)
 	}
 }
+
+// Regression: last_seen never moved for replays answered from the local
+// window (they cost no store round trip, so the store never saw them).
+func TestLastSeenMovesForWindowReplays(t *testing.T) {
+	c := newCluster(t, redistest.Start(t), 1)
+	c.deliver(0, "evt_seen")
+	_, first := c.call(0, "GET", "/admin/keys/orders/evt_seen", token)
+	time.Sleep(10 * time.Millisecond) // the store keeps milliseconds: let the clock move
+	if resp := c.deliver(0, "evt_seen"); resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("second delivery not replayed")
+	}
+	_, again := c.call(0, "GET", "/admin/keys/orders/evt_seen", token)
+	if first.LastSeen == nil || again.LastSeen == nil || !again.LastSeen.After(*first.LastSeen) || again.Attempts != 2 {
+		t.Fatalf("last_seen %v then %v, attempts %d", first.LastSeen, again.LastSeen, again.Attempts)
+	}
+}

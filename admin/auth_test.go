@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,9 +22,9 @@ import (
 // stubGateway is the little of the gateway the key API needs.
 type stubGateway struct{ cfg *config.Config }
 
-func (s stubGateway) Config() *config.Config            { return s.cfg }
-func (stubGateway) Forget(string)                       {}
-func (stubGateway) WindowAttempts(string) (int64, bool) { return 0, false }
+func (s stubGateway) Config() *config.Config                    { return s.cfg }
+func (stubGateway) Forget(string)                               {}
+func (stubGateway) WindowState(string) (int64, time.Time, bool) { return 0, time.Time{}, false }
 
 // downStore is a store that never answers.
 type downStore struct{ store.Store }

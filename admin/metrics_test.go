@@ -40,8 +40,14 @@ routes:
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	st := store.NewMemory(store.MemoryOptions{MaxKeys: 1000})
-	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: metrics.New(reg), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	m := metrics.New(reg)
+	// As server.Start wires them: the build info, the memory store's size,
+	// and the store timed.
+	m.SetBuildInfo("test")
+	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 1000})
+	m.ObserveStoreBytes(mem.Bytes)
+	st := store.NewTimed(mem, func(op string) store.Observer { return m.StoreObserver(op) })
+	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
 	c := &cluster{t: t, nodes: []*node{{gw: srv}}}

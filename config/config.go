@@ -43,6 +43,8 @@ type Config struct {
 	Dedupe Dedupe `yaml:"dedupe"`
 	// Alerts raise retry storms.
 	Alerts Alerts `yaml:"alerts"`
+	// Tracing exports a span per delivery over OTLP. Off by default.
+	Tracing Tracing `yaml:"tracing"`
 	// Routes: at least one. Matched like Nginx locations: an exact path
 	// first, then the longest path_prefix (see proxy/route.go).
 	Routes []Route `yaml:"routes"`
@@ -168,6 +170,36 @@ type Alerts struct {
 	PagerDutyRoutingKey string `yaml:"-"`
 }
 
+// Tracing is the tracing block: OpenTelemetry spans exported over OTLP.
+// Parse resolves it against the OTEL_* variables (config/tracing.go), so
+// after Parse each field holds the value the gateway runs with.
+type Tracing struct {
+	// Enabled turns tracing on. Default false; after Parse it is the
+	// effective state: also true when OTEL_TRACES_EXPORTER is otlp or
+	// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is
+	// set, and false when OTEL_SDK_DISABLED is true or
+	// OTEL_TRACES_EXPORTER is none.
+	Enabled bool `yaml:"enabled"`
+	// Endpoint is the collector's base URL, http://host:port (plain text)
+	// or https://host:port (TLS); with http/protobuf spans are posted to
+	// its path + /v1/traces. Empty (the default): the exporter reads
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT,
+	// else sends to localhost (port 4318, or 4317 for grpc).
+	Endpoint string `yaml:"endpoint"`
+	// Protocol: http/protobuf (default) or grpc. When not written:
+	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL.
+	Protocol string `yaml:"protocol"`
+	// SampleRatio is the share of deliveries traced, from 0 to 1, decided
+	// on the trace id. Default 1: every delivery. The caller's sampled
+	// flag is not followed.
+	SampleRatio float64 `yaml:"sample_ratio"`
+
+	// EnabledBy names what decided Enabled ("tracing.enabled",
+	// "OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_ENDPOINT", ...);
+	// empty when nothing turned tracing on.
+	EnabledBy string `yaml:"-"`
+}
+
 // Route is one upstream service and how its deliveries are handled.
 type Route struct {
 	// Name labels metrics and scopes keys. Required, unique.
@@ -199,6 +231,16 @@ type Route struct {
 	Verify      verify.Config `yaml:"verify"`
 	// Delivery: sync (default). "queue" is not supported yet.
 	Delivery Delivery `yaml:"delivery"`
+	// AllowIPs lists the client addresses that may deliver to the route,
+	// as bare IP addresses ("192.0.2.7") or CIDR prefixes ("192.0.2.0/24"),
+	// such as the ranges a provider publishes. Anyone else gets 403 before
+	// the body is read. The client is the peer, or, when the peer is in
+	// trusted_proxies, the right-most X-Forwarded-For entry that is not
+	// itself a trusted proxy. Empty (the default): every client.
+	AllowIPs []string `yaml:"allow_ips"`
+	// RateLimit bounds the route's deliveries per second, from all callers
+	// together; past it they get 429 with Retry-After. Default: no limit.
+	RateLimit RateLimit `yaml:"rate_limit"`
 
 	// Line is the route's line in the file.
 	Line int `yaml:"-"`
@@ -215,6 +257,10 @@ type Route struct {
 	// Retention and refuses the same signed request arriving under another
 	// key. Always false for scheme none and for dedupe mode off.
 	ReplayGuard bool `yaml:"-"`
+	// AllowNets is AllowIPs parsed like TrustedNets (a bare address is a
+	// single-address prefix, IPv4-mapped forms are made IPv4, host bits
+	// are cleared). Nil when AllowIPs is empty.
+	AllowNets []netip.Prefix `yaml:"-"`
 }
 
 // Match selects a route's deliveries. Exactly one of Path and PathPrefix.

@@ -33,8 +33,10 @@ func Load(path string) (*Config, error) {
 // Parse validates and compiles a config held in data. path names the file
 // in messages ("gateway.yaml" when empty), dir is the directory relative
 // paths are resolved against, and getenv looks up environment variables
-// (nil: os.Getenv). A config that does not validate returns an *Error
-// listing every problem, each with its line.
+// (nil: os.Getenv): those named by *_env fields, and the ${VAR} and
+// ${VAR:-default} references in the fields listed in expandable. A config
+// that does not validate returns an *Error listing every problem, each
+// with its line.
 func Parse(data []byte, path, dir string, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -50,14 +52,18 @@ func Parse(data []byte, path, dir string, getenv func(string) string) (*Config, 
 		return nil, ps.err()
 	}
 	checkDocument(root, ps)
+	// ${VAR} references in the fields that take them are replaced in the
+	// document itself, so what is decoded below is the expanded value and
+	// every problem keeps its line.
+	expandDocument(root, ps, getenv)
 	if len(ps.list) > 0 {
 		return nil, ps.err()
 	}
 
+	// The checker has already refused unknown fields (everywhere, routes
+	// included), so the document decodes without KnownFields.
 	cfg := Default()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil {
+	if err := root.Decode(cfg); err != nil {
 		addYAMLError(ps, err)
 		return nil, ps.err()
 	}

@@ -250,6 +250,8 @@ func describe(t reflect.Type) string {
 		return "true or false"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
 	case reflect.Slice:
 		return "a list"
 	case reflect.Struct:

@@ -31,6 +31,7 @@ func (b *builder) build() {
 	b.checkStore()
 	b.checkDedupe()
 	b.checkAlerts()
+	b.checkTracing()
 	b.checkRoutes()
 }
 
@@ -398,6 +399,7 @@ func (b *builder) checkRoutes() {
 			matches[k] = append(matches[k], i)
 		}
 		b.checkRouteSettings(i)
+		b.checkEdge(i)
 		b.compileRoute(i)
 	}
 }

@@ -16,6 +16,9 @@ type Entry struct {
 	// Attempts counts deliveries of the key seen by this instance: the
 	// store's count when the entry was added, plus every local replay.
 	Attempts atomic.Int64
+	// LastSeen is when this instance last saw a delivery of the key (unix
+	// nanoseconds): when the entry was added, or its latest local replay.
+	LastSeen atomic.Int64
 }
 
 // Flight is a key this instance is forwarding right now.
@@ -63,6 +66,7 @@ func (c *Cache) Gen() uint64 { return c.gen.Load() }
 func (c *Cache) Add(key string, out store.Outcome, attempts int64, gen uint64) bool {
 	e := &Entry{Outcome: out}
 	e.Attempts.Store(attempts)
+	e.LastSeen.Store(time.Now().UnixNano())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen.Load() != gen {

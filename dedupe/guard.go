@@ -115,6 +115,7 @@ func (g *Guard) Gen() uint64 { return g.window.Gen() }
 func (g *Guard) Open(scoped, fp string, gen uint64, lockTTL time.Duration, l Labels) (*Key, Admission) {
 	if e, ok := g.window.Get(scoped); ok {
 		l.Metrics.CacheHit()
+		e.LastSeen.Store(time.Now().UnixNano())
 		return nil, finishedAdmission("cache", &e.Outcome, fp, e.Attempts.Add(1))
 	}
 	l.Metrics.CacheMiss()
@@ -383,15 +384,16 @@ func (k *Key) SettleHeld(ctx context.Context, finished bool, op string, retentio
 // reset generation on: the operator's reset (see the admin API).
 func (g *Guard) Forget(scoped string) { g.window.Remove(scoped) }
 
-// WindowAttempts reports how many deliveries of a finished key this
-// instance has seen while it was in its local window (replays there cost
-// no store round trip, so the store's count does not include them).
-func (g *Guard) WindowAttempts(scoped string) (int64, bool) {
+// WindowState reports how many deliveries of a finished key this instance
+// has seen while it was in its local window, and when it saw the last one
+// (replays there cost no store round trip, so the store's count and
+// last_seen do not include them).
+func (g *Guard) WindowState(scoped string) (attempts int64, lastSeen time.Time, ok bool) {
 	e, ok := g.window.Get(scoped)
 	if !ok {
-		return 0, false
+		return 0, time.Time{}, false
 	}
-	return e.Attempts.Load(), true
+	return e.Attempts.Load(), time.Unix(0, e.LastSeen.Load()), true
 }
 
 // ReleaseHeld releases every lock this instance still holds for a copy the

@@ -6,6 +6,7 @@
 package metrics
 
 import (
+	"runtime"
 	"strconv"
 	"sync"
 
@@ -42,6 +43,18 @@ type Metrics struct {
 	StoreReplicaShortfalls prometheus.Counter   // clawgate_store_replica_shortfalls_total
 	storeBytesMu           sync.Mutex
 	storeBytes             func() int64 // clawgate_store_memory_bytes; nil: no series
+
+	// Edge refusals (edge controls owner's block): deliveries refused by a
+	// route's allow_ips or rate_limit, counted by RouteMetrics.Refused.
+	Refused *prometheus.CounterVec // webhook_refused_total{route,reason}
+
+	// Build, config reloads and store latency (operations owner's block).
+	BuildInfo     *prometheus.GaugeVec     // clawgate_build_info{version,goversion}
+	StoreDuration *prometheus.HistogramVec // webhook_store_duration_seconds{op}
+
+	// In-flight deliveries (tracing and access log owner's block): no
+	// labels, since a delivery is counted before its route is matched.
+	InFlight prometheus.Gauge // webhook_in_flight_requests
 }
 
 // Outcome label values of webhook_processing_duration_seconds and of the
@@ -117,7 +130,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clawgate_config_reloads_total",
-			Help: "SIGHUP config reloads, by result (ok, error).",
+			Help: "Config reloads (SIGHUP or POST /admin/reload), by result (ok, error: the running config was kept).",
 		}, []string{"result"}),
 		FinishDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhook_finish_deferred_total",
@@ -158,6 +171,40 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Finished keys that fewer Redis replicas acknowledged than the store asks for (recorded on the master all the same).",
 	})
 	reg.MustRegister(m.StoreDurable, m.StorePersistence, m.StoreRestarts, m.StoreReplicaShortfalls, storeBytesCollector{m})
+	// Edge refusals (edge controls owner's block).
+	m.Refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webhook_refused_total",
+		Help: "Deliveries refused before their body was read, by reason: ip_not_allowed (403, client not in the route's allow_ips), rate_limited (429, past the route's rate_limit).",
+	}, []string{"route", "reason"})
+	reg.MustRegister(m.Refused)
+	// Build, config reloads and store latency (operations owner's block).
+	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "clawgate_build_info",
+		Help: "Always 1, labelled with the running binary's version and the Go version it was built with.",
+	}, []string{"version", "goversion"})
+	m.StoreDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "webhook_store_duration_seconds",
+		Help:    "Time of each idempotency store call, failed ones included, by operation (claim, finish, release, get, delete, ping).",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	}, []string{"op"})
+	reg.MustRegister(m.BuildInfo, m.StoreDuration)
+	for _, op := range StoreOps {
+		m.StoreDuration.WithLabelValues(op)
+	}
+	// A first failed reload must show as an increase from 0; so must the
+	// first alert sent or lost.
+	for _, result := range []string{"ok", "error"} {
+		m.ConfigReloads.WithLabelValues(result)
+	}
+	for _, result := range []string{"sent", "failed", "dropped"} {
+		m.AlertsSent.WithLabelValues(result)
+	}
+	// In-flight deliveries (tracing and access log owner's block).
+	m.InFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "webhook_in_flight_requests",
+		Help: "Deliveries being handled right now, from their arrival to their answer (all routes, unmatched requests included).",
+	})
+	reg.MustRegister(m.InFlight)
 	return m
 }
 
@@ -230,6 +277,7 @@ func (m *Metrics) Route(name string) *RouteMetrics {
 	for _, c := range []int{200, 201, 202, 204, 400, 401, 404, 405, 409, 413, 422, 499, 500, 502, 503, 504} {
 		rm.codes[c] = m.Requests.WithLabelValues(name, strconv.Itoa(c))
 	}
+	m.bindRefused(rm) // edge controls owner's block
 	return rm
 }
 
@@ -244,6 +292,9 @@ type RouteMetrics struct {
 	codes      map[int]prometheus.Counter       // read-only after Route()
 	dups       map[[2]string]prometheus.Counter // by layer, outcome; read-only after Route()
 	verified   sync.Map                         // secret id -> prometheus.Counter
+	// Edge refusals (edge controls owner's block): webhook_refused_total
+	// by reason, bound once in Route().
+	refusedIP, refusedRate prometheus.Counter
 }
 
 // CacheHit counts a keyed delivery answered from the local window.
@@ -309,6 +360,38 @@ func (r *RouteMetrics) SignatureReplay() { r.m.SignatureReplays.WithLabelValues(
 // AttemptsExceeded counts a key past alerts.max_attempts.
 func (r *RouteMetrics) AttemptsExceeded() { r.m.AttemptsExceeded.WithLabelValues(r.name).Inc() }
 
+// Edge refusals (edge controls owner's block).
+
+// Reasons of webhook_refused_total.
+const (
+	RefusedIPNotAllowed = "ip_not_allowed" // 403: client not in allow_ips
+	RefusedRateLimited  = "rate_limited"   // 429: past rate_limit
+)
+
+// bindRefused creates rm's webhook_refused_total series at 0, for each
+// reason, with the 403 and 429 series of webhook_requests_total, so that a
+// refusal (most often during a flood) does no label lookups.
+func (m *Metrics) bindRefused(rm *RouteMetrics) {
+	rm.refusedIP = m.Refused.WithLabelValues(rm.name, RefusedIPNotAllowed)
+	rm.refusedRate = m.Refused.WithLabelValues(rm.name, RefusedRateLimited)
+	for _, c := range []int{403, 429} {
+		rm.codes[c] = m.Requests.WithLabelValues(rm.name, strconv.Itoa(c))
+	}
+}
+
+// Refused counts a delivery refused by allow_ips (RefusedIPNotAllowed) or
+// rate_limit (RefusedRateLimited).
+func (r *RouteMetrics) Refused(reason string) {
+	switch reason {
+	case RefusedIPNotAllowed:
+		r.refusedIP.Inc()
+	case RefusedRateLimited:
+		r.refusedRate.Inc()
+	default:
+		r.m.Refused.WithLabelValues(r.name, reason).Inc()
+	}
+}
+
 // Store durability and size (store/ owner's block).
 
 // SetStoreDurability sets clawgate_store_durable to durable (1, 0 or -1)
@@ -343,4 +426,26 @@ func (c storeBytesCollector) Collect(ch chan<- prometheus.Metric) {
 	if f != nil {
 		ch <- prometheus.MustNewConstMetric(storeBytesDesc, prometheus.GaugeValue, float64(f()))
 	}
+}
+
+// Build, config reloads and store latency (operations owner's block).
+
+// StoreOps are the op labels of webhook_store_duration_seconds, one per
+// store.Store call.
+var StoreOps = []string{"claim", "finish", "release", "get", "delete", "ping"}
+
+// SetBuildInfo sets clawgate_build_info{version,goversion} to 1 for this
+// binary ("unknown" when version is empty).
+func (m *Metrics) SetBuildInfo(version string) {
+	if version == "" {
+		version = "unknown"
+	}
+	m.BuildInfo.Reset()
+	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+}
+
+// StoreObserver returns the webhook_store_duration_seconds series of op,
+// to be bound once (store.NewTimed does) rather than looked up per call.
+func (m *Metrics) StoreObserver(op string) prometheus.Observer {
+	return m.StoreDuration.WithLabelValues(op)
 }

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,8 +12,12 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/logging"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
@@ -43,6 +48,12 @@ func benchGateway(b *testing.B) (*proxy.Gateway, []byte) {
 }
 
 func benchGatewayWith(b *testing.B, extra string) (*proxy.Gateway, []byte) {
+	return benchGatewayTraced(b, extra, nil)
+}
+
+// benchGatewayTraced is benchGatewayWith with tracer making the spans (nil:
+// tracing off).
+func benchGatewayTraced(b *testing.B, extra string, tracer trace.Tracer) (*proxy.Gateway, []byte) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
@@ -58,7 +69,10 @@ func benchGatewayWith(b *testing.B, extra string) (*proxy.Gateway, []byte) {
 	gw := proxy.New(cfg, proxy.Options{
 		Store:   store.NewMemory(store.MemoryOptions{MaxKeys: 1 << 20}),
 		Metrics: metrics.New(prometheus.NewRegistry()),
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		// The handler serve uses: slog.JSONHandler would add an allocation
+		// per float attribute (it marshals floats with encoding/json).
+		Logger: slog.New(logging.NewHandler(io.Discard, nil)),
+		Tracer: tracer,
 	})
 	body := []byte(`{"id":"evt_bench","type":"order.paid","data":{"order_id":"ord_1","note":"` + strings.Repeat("x", 930) + `"}}`)
 	return gw, body
@@ -130,5 +144,73 @@ func BenchmarkDeliveryDuplicate(b *testing.B) {
 		clear(w.h)
 		gw.ServeHTTP(w, r)
 		w.expect(b, http.StatusOK)
+	}
+}
+
+// tracedBench returns benchGateway's gateway with tracing on: the SDK's
+// tracer provider with sampler, exporting in batches (as the gateway does)
+// to an in-memory exporter, and a function that empties the exporter, to
+// be called now and then so the benchmark's memory stays flat.
+func tracedBench(b *testing.B, sampler sdktrace.Sampler) (*proxy.Gateway, []byte, func()) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sampler))
+	b.Cleanup(func() { tp.Shutdown(context.Background()) })
+	gw, body := benchGatewayTraced(b, "    idempotency: { allow_unsigned_key: true }", tp.Tracer("bench"))
+	return gw, body, exp.Reset
+}
+
+// BenchmarkDeliveryUniqueTraced: BenchmarkDeliveryUnique with every
+// delivery traced (5 spans: the delivery, verify, claim, forward, settle).
+func BenchmarkDeliveryUniqueTraced(b *testing.B) {
+	benchUniqueTraced(b, sdktrace.AlwaysSample())
+}
+
+// BenchmarkDeliveryUniqueTracedUnsampled: tracing on, but the sampler
+// records nothing (sample_ratio: 0): the spans are made but not recorded,
+// and a traceparent is still built for the upstream.
+func BenchmarkDeliveryUniqueTracedUnsampled(b *testing.B) {
+	benchUniqueTraced(b, sdktrace.NeverSample())
+}
+
+func benchUniqueTraced(b *testing.B, sampler sdktrace.Sampler) {
+	gw, body, reset := tracedBench(b, sampler)
+	sig := sign(body)
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := httptest.NewRequest(http.MethodPost, "http://gw/webhook/order", bytes.NewReader(body))
+		r.Header.Set("X-Signature", sig)
+		r.Header.Set("Idempotency-Key", "evt_"+strconv.Itoa(i))
+		clear(w.h)
+		gw.ServeHTTP(w, r)
+		w.expect(b, http.StatusOK)
+		if i%1024 == 1023 {
+			reset()
+		}
+	}
+}
+
+// BenchmarkDeliveryDuplicateTraced: BenchmarkDeliveryDuplicate with every
+// delivery traced (3 spans: the delivery, verify, claim).
+func BenchmarkDeliveryDuplicateTraced(b *testing.B) {
+	gw, body, reset := tracedBench(b, sdktrace.AlwaysSample())
+	w := &discardWriter{h: http.Header{}}
+	gw.ServeHTTP(w, benchRequest(body, "evt_dup"))
+	sig := sign(body)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := httptest.NewRequest(http.MethodPost, "http://gw/webhook/order", bytes.NewReader(body))
+		r.Header.Set("X-Signature", sig)
+		r.Header.Set("Idempotency-Key", "evt_dup")
+		clear(w.h)
+		gw.ServeHTTP(w, r)
+		w.expect(b, http.StatusOK)
+		if i%1024 == 1023 {
+			reset()
+		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
@@ -46,6 +48,22 @@ type delivery struct {
 	k, sig  *dedupe.Key
 	status  int
 	outcome string
+
+	// What the access line reports besides the above.
+	bytesIn  int64  // body bytes read
+	bytesOut int64  // answer body bytes written
+	secretID string // the secret that verified the signature; "" when none did
+	// upstreamStatus and upstreamTime: the upstream's answer, set once the
+	// delivery was forwarded (forwarded true); upstreamStatus stays 0
+	// when the upstream did not answer.
+	forwarded      bool
+	upstreamStatus int
+	upstreamTime   time.Duration
+
+	// span is the delivery's server span and sctx the context holding it,
+	// the parent of the steps' spans; both nil when tracing is off.
+	span trace.Span
+	sctx context.Context
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -53,8 +71,14 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // ServeHTTP runs a delivery's steps in order: route, body, signature, key,
 // local window, store claim, then forward or answer the duplicate.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.metrics.InFlight.Inc()
+	defer g.metrics.InFlight.Dec()
 	d := &delivery{w: w, r: r, t: g.tbl.Load(), start: time.Now(), gen: g.guard.Gen()}
-	d.reqID, d.trace = ids(r.Header.Get("X-Request-Id"), r.Header.Get("Traceparent"))
+	tp := r.Header.Get("Traceparent")
+	if g.tracer != nil {
+		tp = g.startTrace(d, tp)
+	}
+	d.reqID, d.trace = ids(r.Header.Get("X-Request-Id"), tp)
 	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 {
 		// A chunked request may also have carried a Content-Length, which
 		// net/http drops without a trace: two framings in one request are a
@@ -93,9 +117,14 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		}
 		return err
 	}
+	if err := g.admit(d); err != nil { // allow_ips, rate_limit (edge.go)
+		return err
+	}
 
 	// 2. Body, up to max_body.
-	if err := readBody(d.r, buf, int64(rt.MaxBody)); err != nil {
+	err = readBody(d.r, buf, int64(rt.MaxBody))
+	d.bytesIn = int64(buf.Len())
+	if err != nil {
 		return err
 	}
 	d.body = buf.Bytes()
@@ -105,13 +134,16 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	if g.now != nil {
 		now = g.now()
 	}
+	_, vsp := g.step(d, d.sctx, spanVerify, trace.SpanKindInternal)
 	secretID, err := rt.Verifier.Verify(d.r.Header, d.body, now)
+	endVerify(vsp, rt.Verify.Scheme, secretID, err)
 	if err != nil {
 		rt.m.SignatureFailed(verify.Reason(err))
 		return fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized", err)
 	}
 	if verify.Checks(rt.Verify.Scheme) {
 		rt.m.SignatureVerified(secretID)
+		d.secretID = secretID
 	}
 	if rt.Dedupe.Mode == config.ModeOff {
 		return g.forward(d, nil)
@@ -132,10 +164,14 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	d.fp = dedupe.Fingerprint(d.r.Method, path, d.body)
 
 	// 5. Local window: a finished outcome costs no store round trip.
+	// The claim span covers the window and the store (and the replay
+	// guard's claim of the signed request, as its child).
 	lockTTL := d.t.cfg.Dedupe.LockTTL
 	labels := dedupe.Labels{Route: rt.Name, Key: d.key, RequestID: d.reqID, Metrics: rt.m}
+	cctx, csp := g.step(d, d.sctx, spanClaim, trace.SpanKindInternal)
 	k, adm := g.guard.Open(d.scoped, d.fp, d.gen, lockTTL, labels)
 	if adm.Verdict != dedupe.Proceed {
+		endClaim(csp, adm)
 		return g.duplicate(d, adm)
 	}
 	d.k = k
@@ -147,12 +183,21 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		// The key comes from something the signature does not cover: the
 		// signed request itself is claimed too, so that it cannot be
 		// replayed under a fresh key (guard.go).
-		if answered, err := g.claimSignature(d, labels); answered {
+		if answered, err := g.claimSignature(d, labels, cctx, csp); answered {
 			return err
 		}
-		defer func() { d.sig.SettleHeld(context.WithoutCancel(ctx), k.Finished(), "signature", rt.Retention) }()
+		defer func() {
+			var ssp trace.Span
+			if d.sig != nil {
+				_, ssp = g.step(d, d.sctx, spanSettleSig, trace.SpanKindInternal)
+			}
+			finished := k.Finished()
+			d.sig.SettleHeld(context.WithoutCancel(ctx), finished, "signature", rt.Retention)
+			endSettle(ssp, finished, "not_finished")
+		}()
 	}
 	adm = k.Claim(ctx)
+	endClaim(csp, adm)
 	if adm.Verdict == dedupe.Unavailable {
 		return g.storeDown(d, adm)
 	}
@@ -282,7 +327,8 @@ func (g *Gateway) replay(d *delivery, out *store.Outcome) error {
 	h["Idempotent-Replayed"] = replayedTrue
 	h["X-Request-Id"] = []string{d.reqID}
 	d.w.WriteHeader(out.Status)
-	d.w.Write(out.Body)
+	n, _ := d.w.Write(out.Body)
+	d.bytesOut = int64(n)
 	d.status, d.outcome = out.Status, metrics.OutcomeReplayed
 	return nil
 }
@@ -316,12 +362,13 @@ func (g *Gateway) done(d *delivery, err error) {
 	}
 	level := slog.LevelInfo
 	var cause slog.Attr
+	var se *statusError
 	if err != nil {
-		se := statusOf(err)
+		se = statusOf(err)
 		if se.status != StatusClientClosed {
 			g.armWrite(d)
 		}
-		writeError(d.w, se, name, d.reqID)
+		d.bytesOut = int64(writeError(d.w, se, name, d.reqID))
 		d.status, d.outcome = se.status, se.outcome
 		switch {
 		case se.status == http.StatusUnauthorized:
@@ -343,8 +390,28 @@ func (g *Gateway) done(d *delivery, err error) {
 	// The access line goes straight to the handler: slog.Logger would read
 	// the clock and the call stack again for every delivery.
 	h := g.log.Handler()
-	if !h.Enabled(d.r.Context(), level) {
+	logged := h.Enabled(d.r.Context(), level)
+	if !logged && d.span == nil {
 		return
+	}
+	client := clientOf(d.t, d.r)
+	ua := clipUserAgent(d.r.UserAgent())
+	if d.span != nil {
+		endTrace(d, name, client, ua, se)
+	}
+	if !logged {
+		return
+	}
+	// Attributes that do not apply are left empty: the handler skips them.
+	var upStatus, upTime, secret slog.Attr
+	if d.forwarded {
+		upTime = slog.Float64("upstream_ms", float64(d.upstreamTime.Microseconds())/1000)
+		if d.upstreamStatus != 0 {
+			upStatus = slog.Int("upstream_status", d.upstreamStatus)
+		}
+	}
+	if d.secretID != "" {
+		secret = slog.String("secret_id", d.secretID)
 	}
 	r := slog.NewRecord(end, level, "delivery", 0)
 	r.AddAttrs(
@@ -357,6 +424,14 @@ func (g *Gateway) done(d *delivery, err error) {
 		slog.String("method", d.r.Method),
 		slog.String("path", clipPath(d.r.URL.Path)),
 		slog.String("request_id", d.reqID),
+		slog.String("trace_id", traceID(d.trace)),
+		slog.String("client", client),
+		slog.String("user_agent", ua),
+		slog.Int64("bytes_in", d.bytesIn),
+		slog.Int64("bytes_out", d.bytesOut),
+		upStatus,
+		upTime,
+		secret,
 		cause)
 	h.Handle(d.r.Context(), r)
 }

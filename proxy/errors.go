@@ -54,10 +54,11 @@ func statusOf(err error) *statusError {
 	return fail(http.StatusBadGateway, metrics.OutcomeError, "bad gateway", err)
 }
 
-// writeError writes the gateway's own JSON error answer.
-func writeError(w http.ResponseWriter, se *statusError, route, requestID string) {
+// writeError writes the gateway's own JSON error answer and returns the
+// body bytes written.
+func writeError(w http.ResponseWriter, se *statusError, route, requestID string) int {
 	if se.status == StatusClientClosed {
-		return
+		return 0
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -66,7 +67,8 @@ func writeError(w http.ResponseWriter, se *statusError, route, requestID string)
 		h.Set("Retry-After", strconv.Itoa(se.retryAfter))
 	}
 	w.WriteHeader(se.status)
-	w.Write(errorBody(se.msg, route))
+	n, _ := w.Write(errorBody(se.msg, route))
+	return n
 }
 
 // errorBody is {"error": msg, "route": route}, JSON-escaped.

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
@@ -29,33 +31,51 @@ func finishes(status int) bool {
 // the key's state is left alone.
 func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	rt := d.rt
-	req := NewRequest(d.r, rt.upstreamURI(d.r, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.r.RemoteAddr))
+	// With tracing on, the upstream gets a traceparent naming the forward
+	// span as its parent; otherwise the delivery's own.
+	tp := d.trace
+	_, fsp := g.step(d, d.sctx, spanForward, trace.SpanKindClient)
+	if fsp != nil {
+		tp = formatTraceparent(fsp.SpanContext())
+	}
+	req := NewRequest(d.r, rt.upstreamURI(d.r, d.path), d.body, d.key, d.reqID, tp, d.t.trusted(d.r.RemoteAddr))
 	t0 := time.Now()
 	ans, err := rt.upstream.Forward(d.r.Context(), req, d.attempt, rt.Timeout)
-	rt.m.Upstream(time.Since(t0).Seconds())
+	d.forwarded, d.upstreamTime = true, time.Since(t0)
+	rt.m.Upstream(d.upstreamTime.Seconds())
 	// Settling the key must survive the caller hanging up.
 	ctx := context.WithoutCancel(d.r.Context())
 	if err != nil {
+		endForward(fsp, d, req, 0, err)
 		if k != nil {
-			k.Release(ctx, releaseReason(err))
+			reason := releaseReason(err)
+			_, ssp := g.step(d, d.sctx, spanSettle, trace.SpanKindInternal)
+			k.Release(ctx, reason)
+			endSettle(ssp, false, reason)
 		}
 		return err
 	}
 	defer ans.Release()
 	status := ans.StatusCode()
-	switch {
-	case k == nil:
-	case finishes(status):
-		k.Finish(ctx, outcomeOf(d, ans), d.attempt, rt.Retention)
-	default:
-		k.Release(ctx, "upstream_status")
+	d.upstreamStatus = status
+	endForward(fsp, d, req, status, nil)
+	if k != nil {
+		_, ssp := g.step(d, d.sctx, spanSettle, trace.SpanKindInternal)
+		if finishes(status) {
+			k.Finish(ctx, outcomeOf(d, ans), d.attempt, rt.Retention)
+			endSettle(ssp, true, "")
+		} else {
+			k.Release(ctx, "upstream_status")
+			endSettle(ssp, false, "upstream_status")
+		}
 	}
 	g.armWrite(d)
 	h := d.w.Header()
 	ans.CopyHeader(h)
 	h.Set("X-Request-Id", d.reqID)
 	d.w.WriteHeader(status)
-	d.w.Write(ans.Body())
+	n, _ := d.w.Write(ans.Body())
+	d.bytesOut = int64(n)
 	d.status = status
 	if d.outcome == "" {
 		d.outcome = metrics.OutcomeForwarded

@@ -5,7 +5,8 @@
 // Where to look: ServeHTTP (deliver.go) runs a delivery's steps in order;
 // forward.go sends the one copy and settles the key; errors.go is the
 // funnel that maps every failure to its status code; route.go matches
-// routes on the path with its dot segments resolved.
+// routes on the path with its dot segments resolved; trace.go makes each
+// delivery's spans when tracing is on.
 package proxy
 
 import (
@@ -14,10 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/verify"
 )
 
 // Alerter is told, once per key, that a key was delivered more than
@@ -43,6 +47,9 @@ type Options struct {
 	// starts: a caller that stops reading is cut off after it. Zero:
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// Tracer makes each delivery's spans (trace.go). Nil: tracing is off
+	// and no span is made.
+	Tracer trace.Tracer
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's zero value.
@@ -55,6 +62,7 @@ type Gateway struct {
 	log     *slog.Logger
 	alerter Alerter
 	now     func() time.Time
+	tracer  trace.Tracer // nil: tracing off
 
 	writeTimeout time.Duration
 
@@ -69,6 +77,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 		log:          o.Logger,
 		alerter:      o.Alerter,
 		now:          o.Now,
+		tracer:       o.Tracer,
 		writeTimeout: o.WriteTimeout,
 	}
 	if g.writeTimeout <= 0 {
@@ -84,8 +93,29 @@ func New(cfg *config.Config, o Options) *Gateway {
 
 // Reload swaps in a new config's routes; requests in flight finish on the
 // routes they started with.
+//
+// Verifiers with background work (a JWKS URL's refresher) are started with
+// the gateway's logger before the new routes serve, and the replaced
+// routes' are stopped: requests still in flight on them keep verifying
+// with the keys they had.
 func (g *Gateway) Reload(cfg *config.Config) {
-	g.tbl.Store(newTable(cfg, g.metrics))
+	t := newTable(cfg, g.metrics)
+	for i := range cfg.Routes {
+		if s, ok := cfg.Routes[i].Verifier.(verify.Starter); ok {
+			s.Start(g.log.With("route", cfg.Routes[i].Name))
+		}
+	}
+	if old := g.tbl.Swap(t); old != nil {
+		old.close()
+	}
+}
+
+// Close stops the routes' background work (JWKS refreshers). Called at
+// shutdown, after the last delivery.
+func (g *Gateway) Close() {
+	if t := g.tbl.Load(); t != nil {
+		t.close()
+	}
 }
 
 // Config returns the config being served.
@@ -95,11 +125,12 @@ func (g *Gateway) Config() *config.Config { return g.tbl.Load().cfg }
 // local window: the operator's reset (see the admin API).
 func (g *Gateway) Forget(scopedKey string) { g.guard.Forget(scopedKey) }
 
-// WindowAttempts reports how many deliveries of a finished "route:key" this
-// instance has seen while it was in its local window (replays there cost no
-// store round trip, so the store's count does not include them).
-func (g *Gateway) WindowAttempts(scopedKey string) (int64, bool) {
-	return g.guard.WindowAttempts(scopedKey)
+// WindowState reports how many deliveries of a finished "route:key" this
+// instance has seen while it was in its local window, and the last one's
+// time (replays there cost no store round trip, so the store's count and
+// last_seen do not include them).
+func (g *Gateway) WindowState(scopedKey string) (attempts int64, lastSeen time.Time, ok bool) {
+	return g.guard.WindowState(scopedKey)
 }
 
 // ReleaseHeld releases every lock this instance still holds for a copy the

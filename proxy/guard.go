@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"net/http"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
@@ -31,16 +34,27 @@ var errSignatureReplayed = fail(http.StatusUnprocessableEntity, metrics.OutcomeC
 // the delivery was answered, with err the answer when it is an error: 409
 // while another copy of it is forwarded, 422 (counted) when it was accepted
 // under another key, the store's failure, or, in shadow mode, forwarded.
-func (g *Gateway) claimSignature(d *delivery, l dedupe.Labels) (answered bool, err error) {
+//
+// cctx and claim are the delivery's claim span and its context (nil with
+// tracing off): the signature's claim is a span inside it, and an answer
+// given here ends it.
+func (g *Gateway) claimSignature(d *delivery, l dedupe.Labels, cctx context.Context, claim trace.Span) (answered bool, err error) {
 	digest, ok := d.rt.digester.SignedDigest(d.r.Header, d.body)
 	if !ok {
 		// Verify passed, so this cannot happen; fail closed all the same.
-		return true, fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized",
+		err := fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized",
 			errors.New("proxy: signed request without a digest"))
+		endStep(claim, err)
+		return true, err
 	}
 	kh := sha256.Sum256([]byte(d.scoped))
 	key := d.rt.Name + "|sig:" + hex.EncodeToString(digest[:])
+	_, ssp := g.step(d, cctx, spanClaimSignature, trace.SpanKindInternal)
 	sig, adm := g.guard.Hold(d.r.Context(), key, hex.EncodeToString(kh[:]), d.t.cfg.Dedupe.LockTTL, "claim", l)
+	endClaim(ssp, adm)
+	if adm.Verdict != dedupe.Proceed && adm.Verdict != dedupe.Replay {
+		endClaim(claim, adm)
+	}
 	switch adm.Verdict {
 	case dedupe.Proceed:
 		d.sig = sig

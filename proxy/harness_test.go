@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
@@ -97,6 +98,7 @@ type harnessConf struct {
 	alerter      proxy.Alerter
 	writeTimeout time.Duration
 	server       func(*http.Server)
+	tracer       trace.Tracer
 }
 
 func withRouteYAML(extra string) harnessOpt  { return func(c *harnessConf) { c.extra = extra } }
@@ -107,6 +109,7 @@ func withWriteTimeout(d time.Duration) harnessOpt {
 	return func(c *harnessConf) { c.writeTimeout = d }
 }
 func withServer(f func(*http.Server)) harnessOpt { return func(c *harnessConf) { c.server = f } }
+func withTracer(tr trace.Tracer) harnessOpt      { return func(c *harnessConf) { c.tracer = tr } }
 
 func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -151,6 +154,7 @@ func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *ha
 		Logger:       slog.New(slog.NewJSONHandler(h.logs, nil)),
 		Alerter:      hc.alerter,
 		WriteTimeout: hc.writeTimeout,
+		Tracer:       hc.tracer,
 	})
 	h.srv = httptest.NewUnstartedServer(h.gw)
 	if hc.server != nil {

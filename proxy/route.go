@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"sort"
 	"strings"
+
+	"golang.org/x/time/rate"
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
@@ -22,6 +25,11 @@ type route struct {
 	allow    string // Allow header for 405
 	// digester is set on routes with a replay guard (guard.go).
 	digester verify.SignedDigester
+	// limiter is the route's rate_limit, shared by all its callers; nil
+	// when the route has none (edge.go).
+	limiter *rate.Limiter
+	// trace is what the route's spans carry (trace.go).
+	trace routeTrace
 }
 
 // table is one loaded config's routes, swapped whole on reload.
@@ -43,10 +51,12 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 			basePath: strings.TrimSuffix(rc.UpstreamURL.EscapedPath(), "/"),
 			m:        m.Route(rc.Name),
 			allow:    strings.Join(rc.Match.Methods, ", "),
+			trace:    newRouteTrace(rc),
 		}
 		if rc.ReplayGuard {
 			rt.digester, _ = rc.Verifier.(verify.SignedDigester)
 		}
+		rt.limiter = newLimiter(rc.RateLimit)
 		if rc.Match.Path != "" {
 			t.exact[rc.Match.Path] = append(t.exact[rc.Match.Path], rt)
 		} else {
@@ -57,6 +67,15 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 		return len(t.prefix[i].Match.PathPrefix) > len(t.prefix[j].Match.PathPrefix)
 	})
 	return t
+}
+
+// close stops the background work of the table's verifiers.
+func (t *table) close() {
+	for i := range t.cfg.Routes {
+		if c, ok := t.cfg.Routes[i].Verifier.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
 }
 
 // match picks the route like Nginx picks a location: an exact path first,

@@ -8,14 +8,19 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +31,7 @@ import (
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/tracing"
 )
 
 // The listeners' limits, the same for the delivery and admin listeners.
@@ -47,11 +53,21 @@ type Server struct {
 	srv     *http.Server
 	admin   *http.Server
 	addr    net.Addr // the delivery listener's address
-	errc    chan error
+	// adminAddr is the admin listener's address; nil when it is off.
+	adminAddr net.Addr
+	errc      chan error
 	// stopBG ends the background work (reset subscription, durability
 	// watch).
 	stopBG context.CancelFunc
 	alerts *alert.Sender
+	// tracer exports the deliveries' spans; nil when tracing is off.
+	tracer *tracing.Provider
+
+	// reloadMu serialises reloads (SIGHUP and POST /admin/reload).
+	reloadMu sync.Mutex
+	// cert is the delivery listener's TLS certificate (nil without TLS),
+	// read at every handshake and replaced by Reload.
+	cert atomic.Pointer[tls.Certificate]
 }
 
 // Options are what Start needs besides the config.
@@ -60,7 +76,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Registry receives every metric and is served on /metrics. Required.
 	Registry *prometheus.Registry
-	// Version is logged at start-up.
+	// Version is logged at start-up and exported as
+	// clawgate_build_info{version}.
 	Version string
 }
 
@@ -85,8 +102,27 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		log.Warn(w)
 	}
 	m := metrics.New(reg)
-	st, err := openStore(cfg, m, log)
+	m.SetBuildInfo(o.Version)
+	var cert *tls.Certificate
+	if cfg.TLS.CertFile != "" {
+		c, err := loadCertificate(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		cert = c
+	}
+	raw, err := openStore(cfg, m, log)
 	if err != nil {
+		return nil, err
+	}
+	// Every store call is timed (webhook_store_duration_seconds{op});
+	// the optional interfaces below are asked of the store itself.
+	st := store.NewTimed(raw, func(op string) store.Observer { return m.StoreObserver(op) })
+	// Tracing is off unless tracing.enabled or an OTEL_* variable turns it
+	// on (then nil); Shutdown flushes and stops it.
+	tp, err := tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: o.Version, Logger: log})
+	if err != nil {
+		st.Close()
 		return nil, err
 	}
 	// bg ends the instance's background work: the reset subscription and
@@ -98,16 +134,18 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		URL: cfg.Alerts.WebhookURL, RoutingKey: cfg.Alerts.PagerDutyRoutingKey,
 		Sent: m.AlertsSent, Logger: log,
 	})
-	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al})
+	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer()})
 	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
+	in.cert.Store(cert)
+	in.tracer = tp
 	// With Redis, an operator's key reset reaches every instance's window,
 	// and Redis's persistence is watched.
 	var bc admin.Broadcaster
-	if r, ok := st.(resetBus); ok {
+	if r, ok := raw.(resetBus); ok {
 		bc = r
 		r.SubscribeResets(bg, gw.Forget)
 	}
-	if w, ok := st.(durabilityWatcher); ok {
+	if w, ok := raw.(durabilityWatcher); ok {
 		w.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m))
 	}
 	// Each answer gets its own write deadline (proxy.DefaultWriteTimeout,
@@ -121,9 +159,15 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if cert != nil {
+		// The certificate is read at each handshake, so that Reload can
+		// replace it (cert-manager rotates the files) without a restart.
+		in.srv.TLSConfig = &tls.Config{GetCertificate: in.certificate}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		stopBG()
+		tp.Shutdown(context.Background())
 		st.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
@@ -134,12 +178,15 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		if err != nil {
 			stopBG()
 			ln.Close()
+			tp.Shutdown(context.Background())
 			st.Close()
 			return nil, fmt.Errorf("admin.listen: %w", err)
 		}
+		in.adminAddr = aln.Addr()
 		in.admin = &http.Server{
 			Handler: admin.Handler(admin.Options{
 				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log,
+				Reloader: configReloader{in},
 			}),
 			ReadHeaderTimeout: readHeaderTimeout,
 			ReadTimeout:       readTimeout,
@@ -158,10 +205,10 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	return in, nil
 }
 
-func (in *Server) serve(srv *http.Server, ln net.Listener, tls bool) {
+func (in *Server) serve(srv *http.Server, ln net.Listener, useTLS bool) {
 	var err error
-	if tls {
-		err = srv.ServeTLS(ln, in.cfg.TLS.CertFile, in.cfg.TLS.KeyFile)
+	if useTLS {
+		err = srv.ServeTLS(ln, "", "") // srv.TLSConfig.GetCertificate
 	} else {
 		err = srv.Serve(ln)
 	}
@@ -173,31 +220,150 @@ func (in *Server) serve(srv *http.Server, ln net.Listener, tls bool) {
 // Addr is the delivery listener's address.
 func (in *Server) Addr() net.Addr { return in.addr }
 
+// AdminAddr is the admin listener's address, nil when admin.listen is
+// empty.
+func (in *Server) AdminAddr() net.Addr { return in.adminAddr }
+
 // Err reports a listener that failed while serving.
 func (in *Server) Err() <-chan error { return in.errc }
 
-// Reload re-reads the config at path (SIGHUP); a file that fails
-// validation keeps the running config. Listeners, store and the local
-// window stay as started.
-func (in *Server) Reload(path string) {
+// Reload re-reads the config at path (SIGHUP, POST /admin/reload) and,
+// with TLS, the certificate files the running tls block names. When
+// either fails to load, it logs and returns the error, counts
+// clawgate_config_reloads_total{result="error"} and keeps the running
+// config and certificate. Listeners, store and the local window stay as
+// started: each of their settings the file changes is logged as taking
+// effect at the next restart.
+func (in *Server) Reload(path string) error {
+	in.reloadMu.Lock()
+	defer in.reloadMu.Unlock()
 	cfg, err := config.Load(path)
 	if err != nil {
 		in.metrics.ConfigReloads.WithLabelValues("error").Inc()
 		in.log.Error("config reload failed; keeping the running config", "error", err.Error())
-		return
+		return err
+	}
+	var cert *tls.Certificate
+	if in.cfg.TLS.CertFile != "" {
+		if cert, err = loadCertificate(in.cfg.TLS); err != nil {
+			in.metrics.ConfigReloads.WithLabelValues("error").Inc()
+			in.log.Error("config reload failed: the TLS certificate does not load; keeping the running config and certificate", "error", err.Error())
+			return fmt.Errorf("tls: %w", err)
+		}
 	}
 	for _, w := range cfg.Warnings {
 		in.log.Warn(w)
 	}
-	old := in.gw.Config()
-	if cfg.Listen != old.Listen || cfg.Admin != old.Admin || !reflect.DeepEqual(cfg.Store, old.Store) ||
-		cfg.Dedupe.Window != old.Dedupe.Window || cfg.Dedupe.CacheSize != old.Dedupe.CacheSize || cfg.TLS != old.TLS {
-		in.log.Warn("config reload: listen, tls, admin, store and dedupe.window/cache_size changes take effect at the next restart")
+	started := in.cfg
+	for _, field := range restartFields(started, cfg) {
+		in.log.Warn("config reload: " + field + " changed; it takes effect at the next restart")
 	}
-	cfg.Listen, cfg.Admin, cfg.Store, cfg.TLS = old.Listen, old.Admin, old.Store, old.TLS
+	cfg.Listen, cfg.Admin, cfg.Store, cfg.TLS, cfg.Tracing = started.Listen, started.Admin, started.Store, started.TLS, started.Tracing
+	cfg.Dedupe.Window, cfg.Dedupe.CacheSize = started.Dedupe.Window, started.Dedupe.CacheSize
 	in.gw.Reload(cfg)
+	if cert != nil {
+		if old := in.cert.Swap(cert); old == nil || !bytes.Equal(old.Certificate[0], cert.Certificate[0]) {
+			attrs := []any{"cert_file", started.TLS.CertFile}
+			if cert.Leaf != nil {
+				attrs = append(attrs, "not_after", cert.Leaf.NotAfter)
+			}
+			in.log.Info("tls certificate replaced", attrs...)
+		}
+	}
 	in.metrics.ConfigReloads.WithLabelValues("ok").Inc()
 	in.log.Info("config reloaded", "routes", len(cfg.Routes))
+	return nil
+}
+
+// configReloader is the admin API's POST /admin/reload: a reload of the
+// file the running config was loaded from.
+type configReloader struct{ in *Server }
+
+func (r configReloader) Reload() error {
+	if r.in.cfg.Path == "" {
+		return errors.New("the running config was not loaded from a file")
+	}
+	return r.in.Reload(r.in.cfg.Path)
+}
+
+// certificate returns the current TLS certificate (tls.Config.GetCertificate).
+func (in *Server) certificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return in.cert.Load(), nil
+}
+
+// loadCertificate reads the key pair t names.
+func loadCertificate(t config.TLS) (*tls.Certificate, error) {
+	c, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// restartFields names the settings, such as "store.redis.addrs", whose
+// value differs between the running config and next and that only a
+// restart applies: listen, tls, admin, store, tracing, dedupe.window and
+// dedupe.cache_size. A value resolved from the environment (the admin
+// token, the Redis password) is named by the field naming its variable.
+func restartFields(running, next *config.Config) []string {
+	var out []string
+	add := func(name string, changed bool) {
+		if changed {
+			out = append(out, name)
+		}
+	}
+	add("listen", running.Listen != next.Listen)
+	out = append(out, changedFields("tls", reflect.ValueOf(running.TLS), reflect.ValueOf(next.TLS))...)
+	out = append(out, changedFields("admin", reflect.ValueOf(running.Admin), reflect.ValueOf(next.Admin))...)
+	out = append(out, changedFields("store", reflect.ValueOf(running.Store), reflect.ValueOf(next.Store))...)
+	out = append(out, changedFields("tracing", reflect.ValueOf(running.Tracing), reflect.ValueOf(next.Tracing))...)
+	add("dedupe.window", running.Dedupe.Window != next.Dedupe.Window)
+	add("dedupe.cache_size", running.Dedupe.CacheSize != next.Dedupe.CacheSize)
+	return out
+}
+
+// changedFields compares two values of one config struct type field by
+// field (recursing into structs) and names each field that differs by its
+// YAML path under prefix. A field without a YAML name (a resolved secret)
+// is named by the "_env" field beside it that names its variable.
+func changedFields(prefix string, a, b reflect.Value) []string {
+	var out []string
+	t := a.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			if name = envFieldFor(t, f.Name); name == "-" {
+				continue
+			}
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		path := prefix + "." + name
+		av, bv := a.Field(i), b.Field(i)
+		if f.Type.Kind() == reflect.Struct {
+			out = append(out, changedFields(path, av, bv)...)
+			continue
+		}
+		if !reflect.DeepEqual(av.Interface(), bv.Interface()) && !slices.Contains(out, path) {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// envFieldFor returns the YAML name of the field of t named name + "Env"
+// (Password: password_env), or "-" when there is none.
+func envFieldFor(t reflect.Type, name string) string {
+	if f, ok := t.FieldByName(name + "Env"); ok {
+		n, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		return n
+	}
+	return "-"
 }
 
 // Shutdown stops accepting, lets requests in flight finish for up to grace
@@ -220,11 +386,19 @@ func (in *Server) Shutdown(grace time.Duration) {
 	if n := in.gw.ReleaseHeld(rctx); n > 0 {
 		in.log.Info("released locks of cut requests", "count", n)
 	}
+	in.gw.Close()
 	if in.admin != nil {
 		in.admin.Close()
 	}
 	in.stopBG()
 	in.alerts.Close(rctx)
+	// The spans still queued go to the collector, for at most
+	// tracing.ShutdownTimeout.
+	tctx, tcancel := context.WithTimeout(context.Background(), tracing.ShutdownTimeout)
+	defer tcancel()
+	if err := in.tracer.Shutdown(tctx); err != nil {
+		in.log.Warn("tracing: spans still queued at shutdown were not exported", "error", err.Error())
+	}
 	in.store.Close()
 }
 

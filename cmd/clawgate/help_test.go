@@ -115,9 +115,9 @@ func TestCheckCountsRoutesInEnglish(t *testing.T) {
 // stubGateway is the little of the gateway the admin API needs.
 type stubGateway struct{ cfg *config.Config }
 
-func (s stubGateway) Config() *config.Config            { return s.cfg }
-func (stubGateway) Forget(string)                       {}
-func (stubGateway) WindowAttempts(string) (int64, bool) { return 0, false }
+func (s stubGateway) Config() *config.Config                    { return s.cfg }
+func (stubGateway) Forget(string)                               {}
+func (stubGateway) WindowState(string) (int64, time.Time, bool) { return 0, time.Time{}, false }
 
 // Regression: `keys reset` printed the key's record as it was before the
 // reset (state finished, status 200), which read as if nothing happened.

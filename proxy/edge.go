@@ -1,0 +1,192 @@
+package proxy
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/metrics"
+)
+
+// Edge controls: a route's allow_ips and rate_limit, the checks Nginx's
+// allow/deny and limit_req make. They run right after the route is
+// matched, before the body is read and before any signature work, so a
+// refused delivery costs no body read, no verification and no store round
+// trip, and nothing of it is stored or forwarded.
+
+// msgRateLimited is the message of a 429; each answer gets its own
+// Retry-After.
+const msgRateLimited = "rate limit exceeded"
+
+// newLimiter returns the token bucket of a route's rate_limit, or nil when
+// the route has none. It lives as long as the loaded config: a reload
+// (SIGHUP) gives every limited route a new, full bucket.
+func newLimiter(rl config.RateLimit) *rate.Limiter {
+	if !rl.Limited() {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(rl.RPS), rl.Burst)
+}
+
+// admit applies the matched route's edge controls to d: 403 when the
+// client's address is not in allow_ips, then 429 with Retry-After when the
+// route is past its rate_limit. A delivery refused by allow_ips takes no
+// token from the rate limit. Both refusals are counted in
+// webhook_refused_total and logged with outcome rejected.
+func (g *Gateway) admit(d *delivery) error {
+	rt := d.rt
+	if len(rt.AllowNets) > 0 {
+		client := d.t.clientAddr(d.r)
+		if !allowed(rt.AllowNets, client) {
+			rt.m.Refused(metrics.RefusedIPNotAllowed)
+			return fail(http.StatusForbidden, metrics.OutcomeRejected, "client address not allowed",
+				errors.New("client "+describeAddr(client)))
+		}
+	}
+	if rt.limiter == nil {
+		return nil
+	}
+	now := d.start
+	if g.now != nil {
+		now = g.now()
+	}
+	if wait, ok := take(rt.limiter, now); !ok {
+		rt.m.Refused(metrics.RefusedRateLimited)
+		se := fail(http.StatusTooManyRequests, metrics.OutcomeRejected, msgRateLimited, nil)
+		se.retryAfter = retryAfterSeconds(wait)
+		return se
+	}
+	return nil
+}
+
+// take takes one token from lim at now. When none is left it takes
+// nothing and returns how long until one will be: a reservation, which
+// tells the wait, cancelled at once.
+func take(lim *rate.Limiter, now time.Time) (time.Duration, bool) {
+	if lim.AllowN(now, 1) {
+		return 0, true // no allocation on the way through
+	}
+	res := lim.ReserveN(now, 1)
+	if !res.OK() {
+		// Only when the burst is below 1, which config never builds.
+		return time.Second, false
+	}
+	wait := res.DelayFrom(now)
+	if wait <= 0 {
+		return 0, true
+	}
+	res.CancelAt(now)
+	return wait, false
+}
+
+// retryAfterSeconds is a Retry-After value for a wait: whole seconds,
+// rounded up, at least 1.
+func retryAfterSeconds(wait time.Duration) int {
+	s := math.Ceil(wait.Seconds())
+	if s > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return max(1, int(s))
+}
+
+// allowed reports whether one of nets contains addr. An invalid addr is in
+// none of them.
+func allowed(nets []netip.Prefix, addr netip.Addr) bool {
+	for _, p := range nets {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientAddr returns the address of the client that sent r, the one
+// allow_ips is checked against:
+//   - the peer's address, when the peer is not in trusted_proxies (its
+//     X-Forwarded-For is ignored: a client can write anything there);
+//   - when it is, X-Forwarded-For is walked from the right (the entry the
+//     trusted peer appended) towards the left, skipping the entries that
+//     are themselves trusted proxies; the first that is not is the client.
+//     Entries to its left were written before the request reached a proxy
+//     the operator trusts, so the client could have forged them. When every
+//     entry is a trusted proxy, the left-most is the client; when there is
+//     no entry, the peer.
+//
+// Several X-Forwarded-For header lines are read as one list, in order.
+// Empty entries are skipped; an entry may carry a port ("192.0.2.7:4711",
+// "[2001:db8::1]:4711"). An entry that is not an IP address ("unknown", a
+// host name) ends the walk as the client, and is returned as the invalid
+// Addr, which no allow_ips entry contains. IPv4-mapped IPv6 addresses are
+// returned in their IPv4 form, without zones.
+func (t *table) clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	client := ap.Addr().Unmap().WithZone("")
+	if !t.trustedAddr(client) {
+		return client
+	}
+	values := r.Header["X-Forwarded-For"]
+	for i := len(values) - 1; i >= 0; i-- {
+		v := values[i]
+		for v != "" {
+			entry := v
+			if j := strings.LastIndexByte(v, ','); j >= 0 {
+				entry, v = v[j+1:], v[:j]
+			} else {
+				v = ""
+			}
+			entry = strings.TrimSpace(entry)
+			if entry == "" {
+				continue
+			}
+			a := parseForwardedAddr(entry)
+			if !a.IsValid() || !t.trustedAddr(a) {
+				return a
+			}
+			client = a
+		}
+	}
+	return client
+}
+
+// trustedAddr reports whether a is in trusted_proxies.
+func (t *table) trustedAddr(a netip.Addr) bool {
+	return allowed(t.trustedNets, a)
+}
+
+// parseForwardedAddr parses one X-Forwarded-For entry: an IP address, with
+// or without a port or brackets. It returns the invalid Addr for anything
+// else.
+func parseForwardedAddr(s string) netip.Addr {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, err2 := netip.ParseAddrPort(s)
+		switch {
+		case err2 == nil:
+			a = ap.Addr()
+		case len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']':
+			if a, err = netip.ParseAddr(s[1 : len(s)-1]); err != nil {
+				return netip.Addr{}
+			}
+		default:
+			return netip.Addr{}
+		}
+	}
+	return a.Unmap().WithZone("")
+}
+
+// describeAddr names a client address in the access line.
+func describeAddr(a netip.Addr) string {
+	if !a.IsValid() {
+		return "address unknown (not an IP address)"
+	}
+	return a.String()
+}
