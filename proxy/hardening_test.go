@@ -453,3 +453,19 @@ func TestAccessLineAttemptAndLongPath(t *testing.T) {
 		t.Fatalf("access lines missing: 409 %v, 404 %v", saw409, sawLong)
 	}
 }
+
+// Regression: a forwarded answer carried no X-Request-Id (the gateway's own
+// answers and replays did), so the one row a user greps for had none.
+func TestEveryAnswerCarriesXRequestId(t *testing.T) {
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "the-upstream-must-not-win")
+		w.WriteHeader(200)
+	})
+	mine := func(r *http.Request) { r.Header.Set("X-Request-Id", "req-42") }
+	for _, what := range []string{"forwarded", "replayed"} {
+		r := h.post(t, "/webhook/order", "evt_rid", event, mine)
+		if got := r.header.Values("X-Request-Id"); len(got) != 1 || got[0] != "req-42" {
+			t.Fatalf("%s answer: X-Request-Id %q, want [req-42]", what, got)
+		}
+	}
+}
