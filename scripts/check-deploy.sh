@@ -24,29 +24,8 @@ set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
 
-passed=0
-failed=0
-skipped=()
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok()   { passed=$((passed + 1)); echo "ok:   $*"; }
-bad()  { failed=$((failed + 1)); echo "FAIL: $*"; }
-skip() { skipped+=("$*"); echo "skip: $*"; }
-
-# run DESCRIPTION CMD...: runs CMD, prints its output on failure (or VERBOSE).
-run() {
-	local desc=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		ok "$desc"
-		[ -n "${VERBOSE:-}" ] && [ -n "$out" ] && echo "$out" | sed 's/^/      /'
-	else
-		bad "$desc"
-		echo "$out" | sed 's/^/      /'
-	fi
-	return 0
-}
+# shellcheck source=scripts/checklib.sh
+. scripts/checklib.sh
 
 # Metric names clawgate exports (the README's metrics table). Histograms are
 # only valid with _bucket/_sum/_count. dead_letter_queue_size is not exported

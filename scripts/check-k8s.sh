@@ -26,29 +26,8 @@ HELM_VERSION=v3.22.0
 chart=deploy/helm/clawgate
 unit=deploy/systemd/clawgate.service
 
-passed=0
-failed=0
-skipped=()
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok()   { passed=$((passed + 1)); echo "ok:   $*"; }
-bad()  { failed=$((failed + 1)); echo "FAIL: $*"; }
-skip() { skipped+=("$*"); echo "skip: $*"; }
-
-# run DESCRIPTION CMD...: runs CMD, prints its output on failure (or VERBOSE).
-run() {
-	local desc=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		ok "$desc"
-		[ -n "${VERBOSE:-}" ] && [ -n "$out" ] && echo "$out" | sed 's/^/      /'
-	else
-		bad "$desc"
-		echo "$out" | sed 's/^/      /'
-	fi
-	return 0
-}
+# shellcheck source=scripts/checklib.sh
+. scripts/checklib.sh
 
 have_go=
 command -v go >/dev/null 2>&1 && have_go=1
