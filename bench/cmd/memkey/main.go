@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -46,7 +47,7 @@ func main() {
 	}
 
 	heap0, rss0 := measure()
-	m := store.NewMemory(store.MemoryOptions{MaxKeys: *n})
+	m := store.NewMemory(store.MemoryOptions{MaxKeys: *n, MaxBytes: math.MaxInt64}) // bounded by -keys alone: this measures a key
 	buf := []byte("bench:")
 	var seed [8]byte
 	for i := 0; i < *n; i++ {
