@@ -41,9 +41,6 @@ func NewGuard(st store.Store, size int, window time.Duration, m *metrics.Metrics
 	return &Guard{store: st, window: NewCache(size, window), metrics: m, log: log, stop: make(chan struct{})}
 }
 
-// Store is the shared store the guard claims keys in.
-func (g *Guard) Store() store.Store { return g.store }
-
 // Labels name a delivery in the guard's metrics and log lines.
 type Labels struct {
 	Route     string
@@ -94,6 +91,10 @@ type Key struct {
 	gen     uint64 // the window's reset generation when the delivery began
 	lockTTL time.Duration
 	flight  *Flight
+	// storeOnly: a Hold's key, claimed in the store alone (no local
+	// window); op names its store errors ("claim" when empty).
+	storeOnly bool
+	op        string
 
 	token    string    // the store lock's owner token; "" when not held
 	deadline time.Time // when the lock expires at the latest
@@ -144,9 +145,13 @@ func (k *Key) Claim(ctx context.Context) Admission {
 		if ctx.Err() != nil {
 			return Admission{Verdict: Unavailable, Err: ctx.Err()}
 		}
-		k.g.storeError("claim", k.labels, err)
-		// The store's count is out of reach: this instance's copies.
-		return Admission{Verdict: Unavailable, Layer: "store", Err: err, Attempts: k.flight.Attempts.Add(1)}
+		k.g.storeError(k.claimOp(), k.labels, err)
+		a := Admission{Verdict: Unavailable, Layer: "store", Err: err}
+		if k.flight != nil {
+			// The store's count is out of reach: this instance's copies.
+			a.Attempts = k.flight.Attempts.Add(1)
+		}
+		return a
 	}
 	if k.flight != nil {
 		k.flight.Attempts.Store(c.Attempts)
@@ -162,13 +167,22 @@ func (k *Key) Claim(ctx context.Context) Admission {
 		a := finishedAdmission("store", &c.Outcome, k.fp, c.Attempts)
 		if a.Verdict == Replay {
 			k.finished = true
-			k.g.window.Add(k.scoped, c.Outcome, c.Attempts, k.gen)
+			if !k.storeOnly {
+				k.g.window.Add(k.scoped, c.Outcome, c.Attempts, k.gen)
+			}
 		}
 		return a
 	}
 	err = errors.New("dedupe: claim returned state " + c.State.String())
-	k.g.storeError("claim", k.labels, err)
+	k.g.storeError(k.claimOp(), k.labels, err)
 	return Admission{Verdict: Unavailable, Layer: "store", Err: err}
+}
+
+func (k *Key) claimOp() string {
+	if k.op == "" {
+		return "claim"
+	}
+	return k.op
 }
 
 // ForwardLocally marks a key whose store did not answer as forwarded on
@@ -338,27 +352,12 @@ func (g *Guard) storeError(op string, l Labels, err error) {
 // request). The Key it returns (non-nil with Proceed, Replay or Conflict)
 // is settled with Finish or Release like any other; Done is a no-op.
 func (g *Guard) Hold(ctx context.Context, scoped, fp string, lockTTL time.Duration, op string, l Labels) (*Key, Admission) {
-	k := &Key{g: g, labels: l, scoped: scoped, fp: fp, lockTTL: lockTTL, gen: g.Gen()}
-	k.deadline = time.Now().Add(lockTTL)
-	c, err := g.store.Claim(ctx, scoped, fp, lockTTL)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, Admission{Verdict: Unavailable, Err: ctx.Err()}
-		}
-		g.storeError(op, l, err)
-		return nil, Admission{Verdict: Unavailable, Layer: "store", Err: err}
+	k := &Key{g: g, labels: l, scoped: scoped, fp: fp, lockTTL: lockTTL, gen: g.Gen(), storeOnly: true, op: op}
+	a := k.Claim(ctx)
+	if a.Verdict != Proceed {
+		return nil, a
 	}
-	switch c.State {
-	case store.Claimed:
-		k.token = c.Token
-		g.held.Store(scoped, c.Token)
-		return k, Admission{Verdict: Proceed, Layer: "store", Attempts: c.Attempts}
-	case store.InFlight:
-		return nil, Admission{Verdict: Busy, Layer: "store", RetryAfter: c.RetryAfter, Attempts: c.Attempts}
-	case store.Finished:
-		return nil, finishedAdmission("store", &c.Outcome, fp, c.Attempts)
-	}
-	return nil, Admission{Verdict: Unavailable, Layer: "store", Err: errors.New("dedupe: claim returned state " + c.State.String())}
+	return k, a
 }
 
 // SettleHeld finishes a Hold's key (recording fp's owner for retention)

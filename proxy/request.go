@@ -20,20 +20,12 @@ type Request struct {
 	// caller's end-to-end headers, then the gateway's own.
 	Header []string
 	// Body is the raw body as received. It may share the delivery's read
-	// buffer: copy it (Clone) before keeping the Request past the delivery.
+	// buffer: copy it before keeping the Request past the delivery.
 	Body []byte
 	// Key is the idempotency key ("" for unkeyed deliveries).
 	Key         string
 	RequestID   string
 	Traceparent string
-}
-
-// Clone returns a Request that shares nothing with the delivery's buffers.
-func (r *Request) Clone() *Request {
-	c := *r
-	c.Header = append([]string(nil), r.Header...)
-	c.Body = append([]byte(nil), r.Body...)
-	return &c
 }
 
 // Each calls f with every header pair to send on a try: Header, then the
