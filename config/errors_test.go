@@ -83,10 +83,10 @@ func TestAddYAMLError(t *testing.T) {
 func TestIsLoopback(t *testing.T) {
 	for host, want := range map[string]bool{
 		"127.0.0.1": true, "127.1.2.3": true, "::1": true, "localhost": true, "LocalHost": true, "fe80::1%lo": false, "::1%lo": true,
-		"": false, "0.0.0.0": false, "::": false, "10.0.0.1": false, "example.com": false, "localhost.example.com": false,
+		"": false, "0.0.0.0": false, "::": false, "10.0.0.1": false, "example.com": false, "localhost.example.com": false, "[::1]": true, "localhost.": true, "::ffff:127.0.0.1": true,
 	} {
-		if got := isLoopback(host); got != want {
-			t.Errorf("isLoopback(%q) = %v, want %v", host, got, want)
+		if got := IsLoopback(host); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", host, got, want)
 		}
 	}
 }

@@ -176,7 +176,7 @@ func (b *builder) checkAdmin() {
 		b.ps.add(line, "admin.listen", "%v", err)
 		return
 	}
-	if a.Token != "" || isLoopback(host) {
+	if a.Token != "" || IsLoopback(host) {
 		return
 	}
 	why := "admin.token_env is empty"
@@ -316,14 +316,17 @@ func splitHostPort(addr string) (host, port string, err error) {
 }
 
 // isLoopback reports a host that only this machine can reach: localhost,
-// 127.0.0.0/8 or ::1. An empty host (":9090") listens everywhere.
-func isLoopback(host string) bool {
+// IsLoopback reports a host that only this machine can reach: localhost,
+// 127.0.0.0/8 or ::1 (brackets, an IPv6 zone and a trailing dot allowed).
+// An empty host (":9090") listens everywhere, so it is not loopback.
+func IsLoopback(host string) bool {
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	host, _, _ = strings.Cut(host, "%") // IPv6 zone
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	host, _, _ = strings.Cut(host, "%") // IPv6 zone
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // errNotHTTPURL is wrapped by httpURL's errors.
