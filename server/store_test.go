@@ -1,24 +1,29 @@
-package store_test
+package server
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/store/redistest"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func init() { store.SetRedisLogger(nil) }
 
-// TestDurabilityMetricsWiring drives the metrics exactly as the serve
-// wiring does, through a Redis restart.
-func TestDurabilityMetricsWiring(t *testing.T) {
+// The durability watch's reports reach the metrics through the reporter
+// Start wires, through a Redis restart: the gauges follow, the old label
+// set goes, the restart is counted.
+func TestDurabilityReporterFollowsARedisRestart(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	srv := redistest.StartServerWith(t, redistest.Options{Args: []string{"--maxmemory-policy", "allkeys-lru"}})
@@ -48,24 +53,20 @@ func TestDurabilityMetricsWiring(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	type report struct {
+	type reportOf struct {
 		d   store.Durability
 		err error
 	}
-	reports := make(chan report)
+	reports := make(chan reportOf)
+	report := durabilityReporter(slog.New(slog.NewJSONHandler(io.Discard, nil)), m)
 	r.WatchDurability(ctx, 10*time.Millisecond, func(d store.Durability, err error) {
-		// The serve wiring: these three calls, plus logging on change.
-		aof, rdb, policy := d.InfoLabels()
-		m.SetStoreDurability(aof, rdb, policy, d.Gauge())
-		if d.Restarted {
-			m.StoreRestarts.Inc()
-		}
+		report(d, err)
 		select {
-		case reports <- report{d, err}:
+		case reports <- reportOf{d, err}:
 		case <-ctx.Done():
 		}
 	})
-	next := func() report {
+	next := func() reportOf {
 		t.Helper()
 		select {
 		case rep := <-reports:
@@ -99,14 +100,18 @@ clawgate_store_restarts_total 1
 `)
 }
 
-func TestMemoryBytesMetricWiring(t *testing.T) {
+// The memory store openStore builds exports its size.
+func TestMemoryStoreExportsItsBytes(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	if n, err := testutil.GatherAndCount(reg, "clawgate_store_memory_bytes"); err != nil || n != 0 {
-		t.Fatalf("clawgate_store_memory_bytes before ObserveStoreBytes: %d series, %v", n, err)
+		t.Fatalf("clawgate_store_memory_bytes before the store: %d series, %v", n, err)
 	}
-	mem := store.NewMemory(store.MemoryOptions{OnEvict: m.StoreEvictions.Inc})
-	m.ObserveStoreBytes(mem.Bytes) // the serve wiring for the memory store
+	st, err := openStore(config.Default(), m, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := st.(*store.Memory)
 	if _, err := mem.Claim(context.Background(), "orders:1", "fp", time.Minute); err != nil {
 		t.Fatal(err)
 	}
