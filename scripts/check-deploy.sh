@@ -249,11 +249,4 @@ else
 	skip "clawgate check of deploy/gateway.yaml and the version stamp (no ./cmd/clawgate/*.go or no go)"
 fi
 
-# --- summary -------------------------------------------------------------------
-echo
-if [ ${#skipped[@]} -gt 0 ]; then
-	echo "skipped:"
-	printf '  - %s\n' "${skipped[@]}"
-fi
-echo "check-deploy: $passed passed, $failed failed, ${#skipped[@]} skipped"
-[ "$failed" -eq 0 ]
+summary check-deploy

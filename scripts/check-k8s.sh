@@ -192,11 +192,4 @@ EOF
 	fi
 fi
 
-# --- summary -----------------------------------------------------------------------
-echo
-if [ ${#skipped[@]} -gt 0 ]; then
-	echo "skipped:"
-	printf '  - %s\n' "${skipped[@]}"
-fi
-echo "check-k8s: $passed passed, $failed failed, ${#skipped[@]} skipped"
-[ "$failed" -eq 0 ]
+summary check-k8s

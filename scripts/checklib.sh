@@ -25,3 +25,15 @@ run() {
 	fi
 	return 0
 }
+
+# summary NAME: the skipped checks, then "NAME: N passed, N failed, N
+# skipped"; returns non-zero when a check failed (the script's last line).
+summary() {
+	echo
+	if [ ${#skipped[@]} -gt 0 ]; then
+		echo "skipped:"
+		printf '  - %s\n' "${skipped[@]}"
+	fi
+	echo "$1: $passed passed, $failed failed, ${#skipped[@]} skipped"
+	[ "$failed" -eq 0 ]
+}
