@@ -268,6 +268,16 @@ type fieldSet struct {
 
 var fieldSets sync.Map // reflect.Type -> *fieldSet
 
+// yamlName is the name yaml.v3 gives field f: its tag's name, or the
+// lower-cased field name; "-" for a field it skips.
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name
+}
+
 // structFields returns the YAML fields of struct type t, as yaml.v3 sees
 // them: the tag's name, or the lower-cased field name; "-" is skipped.
 func structFields(t reflect.Type) *fieldSet {
@@ -280,12 +290,9 @@ func structFields(t reflect.Type) *fieldSet {
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name := yamlName(f)
 		if name == "-" {
 			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
 		}
 		fs.names = append(fs.names, name)
 		fs.types[name] = f.Type

@@ -250,40 +250,6 @@ dedupe: { window: 1s, retention: 96h }`, 1))
 	}
 }
 
-func TestRestartFields(t *testing.T) {
-	base := func() *config.Config {
-		c := config.Default()
-		c.TLS = config.TLS{CertFile: "/tls/a.crt", KeyFile: "/tls/a.key"}
-		c.Store.Redis.Password = "p1"
-		c.Admin.Token = "t1"
-		return c
-	}
-	for _, c := range []struct {
-		change func(c *config.Config)
-		want   string
-	}{
-		{func(c *config.Config) {}, ""},
-		{func(c *config.Config) { c.Routes = []config.Route{{Name: "x"}}; c.Dedupe.Retention = time.Hour }, ""},
-		{func(c *config.Config) { c.Listen = ":9" }, "listen"},
-		{func(c *config.Config) { c.TLS.CertFile = "/tls/b.crt"; c.TLS.KeyFile = "/tls/b.key" }, "tls.cert_file tls.key_file"},
-		{func(c *config.Config) { c.TLS = config.TLS{} }, "tls.cert_file tls.key_file"},
-		{func(c *config.Config) { c.Admin.Token = "t2" }, "admin.token_env"},
-		{func(c *config.Config) { c.Admin.TokenEnv = "X"; c.Admin.Token = "t2" }, "admin.token_env"},
-		{func(c *config.Config) { c.Store.Redis.Addrs = []string{"10.0.0.1:6379"} }, "store.redis.addrs"},
-		{func(c *config.Config) { c.Store.Redis.Password = "p2" }, "store.redis.password_env"},
-		{func(c *config.Config) { c.Store.Backend = config.BackendRedis; c.Store.Redis.KeyPrefix = "x:" }, "store.backend store.redis.key_prefix"},
-		{func(c *config.Config) { c.Store.Redis.WaitTimeout = time.Second }, "store.redis.wait_timeout"},
-		{func(c *config.Config) { c.Dedupe.Window = time.Second; c.Dedupe.CacheSize = 5 }, "dedupe.window dedupe.cache_size"},
-		{func(c *config.Config) { c.Tracing.Enabled = true; c.Tracing.SampleRatio = 0.5 }, "tracing.enabled tracing.sample_ratio"},
-	} {
-		next := base()
-		c.change(next)
-		if got := strings.Join(restartFields(base(), next), " "); got != c.want {
-			t.Errorf("restartFields = %q, want %q", got, c.want)
-		}
-	}
-}
-
 // writeCert writes a new self-signed certificate for 127.0.0.1, named
 // name, and its key to certFile and keyFile.
 func writeCert(t *testing.T, certFile, keyFile, name string) {
