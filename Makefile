@@ -16,9 +16,13 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/clawgate
 
-## demo: the 17-deliveries incident on the memory store; nothing to install.
-demo:
-	$(GO) run ./cmd/clawgate demo
+## demo: the 17-deliveries incident, then the delivery queue's act (fast
+## 202, retries with growing gaps, dead-letter queue, replay), on the memory
+## store; nothing to install.
+demo: build
+	$(BIN) demo
+	@echo
+	$(BIN) demo -queue
 
 ## run: the repository's gateway.yaml in front of `clawgate echo` on :9000.
 run: build

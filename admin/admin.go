@@ -1,6 +1,7 @@
 // Package admin serves the admin listener: /metrics, /healthz, /readyz, the
-// operator's key API and config reload under /admin/ and Go's profiler
-// under /debug/pprof/ (behind the admin token, like /admin/).
+// operator's key API, the dead-letter queues of the queue routes and config
+// reload under /admin/ and Go's profiler under /debug/pprof/ (behind the
+// admin token, like /admin/).
 package admin
 
 import (
@@ -8,6 +9,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -60,16 +62,24 @@ type Options struct {
 	Broadcaster Broadcaster
 	// Reloader serves POST /admin/reload. Nil: that call answers 501.
 	Reloader Reloader
+	// Queue serves /admin/dlq/ and the key API of the routes with
+	// delivery: queue. Nil: there are none, and the DLQ endpoints answer
+	// 404.
+	Queue Queue
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on /admin/.
 	Token  string
 	Logger *slog.Logger
 }
 
-// KeyState is the JSON body of the key API.
+// KeyState is the JSON body of the key API. On a route with delivery:
+// queue, State is absent, queued, dead_lettered or finished, ID names the
+// key's event (its DLQ entry when dead_lettered) and Attempts counts the
+// event's tries.
 type KeyState struct {
 	Route       string     `json:"route"`
 	Key         string     `json:"key"`
 	State       string     `json:"state"`
+	ID          string     `json:"id,omitempty"`
 	Attempts    int64      `json:"attempts"`
 	FirstSeen   *time.Time `json:"first_seen"`
 	LastSeen    *time.Time `json:"last_seen"`
@@ -110,6 +120,7 @@ func Handler(o Options) http.Handler {
 	mux.Handle("GET /admin/keys/{route}/{key...}", a.auth(a.getKey))
 	mux.Handle("DELETE /admin/keys/{route}/{key...}", a.auth(a.deleteKey))
 	mux.Handle("POST /admin/reload", a.auth(a.reload))
+	a.dlqRoutes(mux)
 	// Go's profiler, behind the same token as the key API.
 	mux.Handle("GET /debug/pprof/", a.auth(pprof.Index))
 	mux.Handle("GET /debug/pprof/profile", a.auth(pprof.Profile))
@@ -272,22 +283,46 @@ func loopbackHost(host string) bool {
 // routeKey reads {route} and {key}, answering 404 for an unknown route.
 func (a *api) routeKey(w http.ResponseWriter, r *http.Request) (route, key string, ok bool) {
 	route, key = r.PathValue("route"), r.PathValue("key")
+	if !a.knownRoute(w, route) {
+		return "", "", false
+	}
+	if key == "" || strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid key", "route": route})
+		return "", "", false
+	}
+	return route, key, true
+}
+
+// knownRoute reports whether the running config has route, answering 404
+// when it does not.
+func (a *api) knownRoute(w http.ResponseWriter, route string) bool {
 	for _, rc := range a.Gateway.Config().Routes {
 		if rc.Name == route {
-			if key == "" || strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid key", "route": route})
-				return "", "", false
-			}
-			return route, key, true
+			return true
 		}
 	}
-	writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown route", "route": route})
-	return "", "", false
+	writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("unknown route %q", route), "route": route})
+	return false
+}
+
+// queueKey reports whether route is a queue route, whose keys live in the
+// queue rather than in the store.
+func (a *api) queueKey(route string) bool {
+	return a.Queue != nil && a.Queue.IsRoute(route)
 }
 
 func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 	route, key, ok := a.routeKey(w, r)
 	if !ok {
+		return
+	}
+	if a.queueKey(route) {
+		qs, err := a.Queue.Get(r.Context(), route, key)
+		if err != nil {
+			a.queueError(w, route, "", err)
+			return
+		}
+		writeJSON(w, http.StatusOK, queueKeyState(route, key, qs))
 		return
 	}
 	st, err := a.Store.Get(r.Context(), route+":"+key)
@@ -309,10 +344,23 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, err := a.Store.Delete(r.Context(), route+":"+key)
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
-		return
+	var forgot KeyState
+	if a.queueKey(route) {
+		// A queued key's delivery is cancelled: its leftover entry is
+		// dropped when a worker reads it.
+		qs, err := a.Queue.Delete(r.Context(), route, key)
+		if err != nil {
+			a.queueError(w, route, "", err)
+			return
+		}
+		forgot = queueKeyState(route, key, qs)
+	} else {
+		st, err := a.Store.Delete(r.Context(), route+":"+key)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
+			return
+		}
+		forgot = keyState(route, key, st)
 	}
 	a.Gateway.Forget(route + ":" + key)
 	if a.Broadcaster != nil {
@@ -320,8 +368,8 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 			a.Logger.Warn("admin: could not tell other instances of a key reset", "route", route, "key", key, "error", err.Error())
 		}
 	}
-	a.Logger.Info("admin: key reset", "route", route, "key", key, "state", st.State.String())
-	writeJSON(w, http.StatusOK, ResetResult{Route: route, Key: key, Reset: true, Forgot: keyState(route, key, st)})
+	a.Logger.Info("admin: key reset", "route", route, "key", key, "state", forgot.State)
+	writeJSON(w, http.StatusOK, ResetResult{Route: route, Key: key, Reset: true, Forgot: forgot})
 }
 
 // ReloadResult is the JSON answer to POST /admin/reload.

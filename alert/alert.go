@@ -162,6 +162,10 @@ type pending struct {
 	route, key string
 	attempts   int64
 	at         time.Time
+	// dlq: the alert of a route's DLQ (DeadLettered), with the event's
+	// id and reason.
+	dlq        bool
+	id, reason string
 }
 
 // New returns a Sender and starts its worker, or a disabled Sender when
@@ -238,13 +242,32 @@ func (s *Sender) Enabled() bool { return s != nil && s.queue != nil }
 // the first call for a (route, key) pair counts; repeats are ignored. It
 // never blocks: with the queue full the alert is dropped and counted.
 func (s *Sender) Alert(route, key string, attempts int64) {
+	s.enqueue(route+"\x00"+key, pending{route: route, key: key, attempts: attempts})
+}
+
+// DeadLettered queues the alert of a delivery queue route whose DLQ got
+// an event: one per route (dedup_key "clawgate/dlq/<route>"), not one per
+// event, until DLQDrained says the route's DLQ is empty again.
+func (s *Sender) DeadLettered(route, key, id, reason string) {
+	s.enqueue("\x00dlq\x00"+route, pending{route: route, key: key, id: id, reason: reason, dlq: true})
+}
+
+// DLQDrained re-arms the DLQ alert of route, whose DLQ is now empty.
+func (s *Sender) DLQDrained(route string) {
+	if s.Enabled() {
+		s.seen.Remove("\x00dlq\x00" + route)
+	}
+}
+
+func (s *Sender) enqueue(seenKey string, p pending) {
 	if !s.Enabled() {
 		return
 	}
-	if seen, _ := s.seen.ContainsOrAdd(route+"\x00"+key, struct{}{}); seen {
+	if seen, _ := s.seen.ContainsOrAdd(seenKey, struct{}{}); seen {
 		return
 	}
-	p := pending{route: route, key: key, attempts: attempts, at: s.now()}
+	route, key, attempts := p.route, p.key, p.attempts
+	p.at = s.now()
 
 	s.mu.RLock()
 	if s.closed {
@@ -479,11 +502,32 @@ type payload struct {
 type details struct {
 	Route       string `json:"route"`
 	Key         string `json:"key"`
-	Attempts    int64  `json:"attempts"`
-	MaxAttempts int    `json:"max_attempts"`
+	Attempts    int64  `json:"attempts,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	EventID     string `json:"event_id,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 func (s *Sender) event(p pending) event {
+	if p.dlq {
+		return event{
+			RoutingKey:  s.routingKey,
+			EventAction: "trigger",
+			DedupKey:    truncate("clawgate/dlq/"+p.route, maxDedupKey),
+			Payload: payload{
+				Summary:   truncate("clawgate: route "+p.route+" dead-lettered event "+p.id+" (key "+p.key+", "+p.reason+"); see clawgate dlq list", maxSummary),
+				Source:    s.hostname,
+				Severity:  "warning",
+				Timestamp: p.at.UTC().Format(time.RFC3339Nano),
+				Component: "clawgate",
+				Group:     p.route,
+				Class:     "webhook_dead_letter",
+				CustomDetails: details{
+					Route: p.route, Key: p.key, EventID: p.id, Reason: p.reason,
+				},
+			},
+		}
+	}
 	m := s.maxAttempts
 	if m <= 0 {
 		m = int(max(p.attempts-1, 0))

@@ -39,6 +39,8 @@ type Config struct {
 	Admin Admin `yaml:"admin"`
 	// Store holds shared idempotency state.
 	Store Store `yaml:"store"`
+	// Queue holds the events of the routes with delivery: queue.
+	Queue Queue `yaml:"queue"`
 	// Dedupe tunes the local window, locks and retention.
 	Dedupe Dedupe `yaml:"dedupe"`
 	// Alerts raise retry storms.
@@ -61,7 +63,8 @@ type Config struct {
 	// line: inline, short, expired or group-readable secrets; jwt routes
 	// that do not bind the body or bound a token's age; a key source the
 	// signature does not cover, accepted with allow_unsigned_key; a trusted
-	// proxy prefix that trusts everyone.
+	// proxy prefix that trusts everyone; a queue route verified with the
+	// slack scheme; store.on_error forward beside queue routes.
 	Warnings []string `yaml:"-"`
 }
 
@@ -128,6 +131,41 @@ type Redis struct {
 
 	// Password is the resolved password.
 	Password string `yaml:"-"`
+}
+
+// Queue is the delivery queue of the routes with delivery: queue. Its
+// settings are checked whether or not a route uses it.
+type Queue struct {
+	// Backend: memory (this process only) or redis (the store's Redis,
+	// shared by every instance). Empty (the default) follows store.backend;
+	// after Parse it holds the effective value. memory needs store.backend
+	// memory and redis needs store.backend redis. kafka is not supported
+	// by this version.
+	Backend QueueBackend `yaml:"backend"`
+	// MaxDepth bounds the events queued for one route; past it a new event
+	// gets 503 with Retry-After. Default 100000; must be at least 1.
+	MaxDepth int `yaml:"max_depth"`
+	// Shards is how many Redis Cluster hash slots each route's queue is
+	// spread over, from 1 to 256. Default 1. It is fixed once a route has
+	// queued events: the gateway refuses to start when it differs from the
+	// value the queued events were written with.
+	Shards int `yaml:"shards"`
+	// ReplayRate is how many events per second a replay of a route's whole
+	// dead-letter queue sends back to the queue. Default 50; must be
+	// positive and finite.
+	ReplayRate float64 `yaml:"replay_rate"`
+	// Kafka settings, accepted and kept for a later backend; unused by
+	// this version.
+	Kafka Kafka `yaml:"kafka"`
+}
+
+// Kafka is queue.kafka.
+type Kafka struct {
+	// Brokers are the host:port addresses of the cluster. Default none.
+	Brokers []string `yaml:"brokers"`
+	// TopicPrefix starts the name of each route's topic. Default
+	// "clawgate.".
+	TopicPrefix string `yaml:"topic_prefix"`
 }
 
 // Dedupe settings shared by all routes.
@@ -216,7 +254,9 @@ type Route struct {
 	// Timeout for the upstream's answer. Default 10s. It must leave
 	// LockMargin (3s) of dedupe.lock_ttl for claiming and recording the key
 	// (timeout + 3s <= lock_ttl), so the lock outlives the wait for the
-	// upstream.
+	// upstream. On a queue route it bounds each try of a worker, and the
+	// same rule covers the worker's hold on the key during a try, which
+	// needs timeout + 2s <= lock_ttl.
 	Timeout time.Duration `yaml:"timeout"`
 	// Retention: how long this route's finished keys are remembered and
 	// replayed (and, with ReplayGuard, its signatures). Zero (the default)
@@ -229,8 +269,25 @@ type Route struct {
 	MaxBody     ByteSize      `yaml:"max_body"`
 	Idempotency Idempotency   `yaml:"idempotency"`
 	Verify      verify.Config `yaml:"verify"`
-	// Delivery: sync (default). "queue" is not supported yet.
+	// Delivery: sync (default) or queue. sync forwards a delivery while
+	// its sender waits and answers with the upstream's answer. queue
+	// stores the verified, deduplicated delivery in the queue (see
+	// Config.Queue), answers AckStatus at once, and has Workers forward it,
+	// trying again as Retry says. A queue route needs dedupe.mode enforce,
+	// idempotency.required true, and a first key source the signature
+	// covers (or idempotency.allow_unsigned_key: true).
 	Delivery Delivery `yaml:"delivery"`
+	// AckStatus is what a queue route answers once the event is queued: a
+	// 2xx status. Default 202. Only for delivery: queue (an error on a sync
+	// route).
+	AckStatus int `yaml:"ack_status"`
+	// Workers is how many events of a queue route each instance forwards
+	// at once, from 1 to 1024. Default 8. Only for delivery: queue (an
+	// error on a sync route).
+	Workers int `yaml:"workers"`
+	// Retry says how a queue route tries an event again after a failed
+	// try. Only for delivery: queue (an error on a sync route).
+	Retry Retry `yaml:"retry"`
 	// AllowIPs lists the client addresses that may deliver to the route,
 	// as bare IP addresses ("192.0.2.7") or CIDR prefixes ("192.0.2.0/24"),
 	// such as the ranges a provider publishes. Anyone else gets 403 before
@@ -255,12 +312,35 @@ type Route struct {
 	// is false, and Verifier implements verify.SignedDigester. The runtime
 	// then remembers the SignedDigest of every accepted delivery for
 	// Retention and refuses the same signed request arriving under another
-	// key. Always false for scheme none and for dedupe mode off.
+	// key. Always false for scheme none and for dedupe mode off; a queue
+	// route that would need it is refused instead.
 	ReplayGuard bool `yaml:"-"`
 	// AllowNets is AllowIPs parsed like TrustedNets (a bare address is a
 	// single-address prefix, IPv4-mapped forms are made IPv4, host bits
 	// are cleared). Nil when AllowIPs is empty.
 	AllowNets []netip.Prefix `yaml:"-"`
+}
+
+// Queued reports whether the route's deliveries go through the queue
+// (delivery: queue).
+func (r *Route) Queued() bool { return r.Delivery == DeliveryQueue }
+
+// Retry is a queue route's retry: how often, and how far apart, a worker
+// tries an event. The delay before try n+1 is min(Max, Initial*2^(n-1))
+// times a random factor from 0.8 to 1.2; a Retry-After from the upstream
+// is honoured, kept between that delay and Max. With the defaults the
+// tries of one event span about 6.4 hours in all.
+type Retry struct {
+	// MaxAttempts counts every try, the first included, from 1 to 1000.
+	// Default 16. An event whose last try fails goes to the route's
+	// dead-letter queue.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Initial is the delay after the first try. Default 5s; must be
+	// positive.
+	Initial time.Duration `yaml:"initial"`
+	// Max bounds every delay. Default 1h; must not be shorter than
+	// Initial.
+	Max time.Duration `yaml:"max"`
 }
 
 // Match selects a route's deliveries. Exactly one of Path and PathPrefix.
@@ -340,5 +420,15 @@ type Delivery string
 // Delivery modes.
 const (
 	DeliverySync  Delivery = "sync"  // forwarded while the sender waits
-	DeliveryQueue Delivery = "queue" // acknowledged, then forwarded by workers (not built yet)
+	DeliveryQueue Delivery = "queue" // acknowledged once queued, then forwarded by workers
+)
+
+// QueueBackend is queue.backend: where queued events live.
+type QueueBackend string
+
+// Queue backends.
+const (
+	QueueMemory QueueBackend = "memory" // this process only; lost when it stops
+	QueueRedis  QueueBackend = "redis"  // the store's Redis, shared by every instance
+	QueueKafka  QueueBackend = "kafka"  // not supported by this version
 )

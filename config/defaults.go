@@ -23,6 +23,10 @@ const (
 	DefaultMaxAttempts      = 3
 	DefaultMemoryMaxBytes   = 256 * MiB
 	DefaultRedisWaitTimeout = 100 * time.Millisecond
+	DefaultQueueMaxDepth    = 100000
+	DefaultQueueShards      = 1
+	DefaultQueueReplayRate  = 50.0
+	DefaultKafkaTopicPrefix = "clawgate."
 )
 
 // LockMargin is the part of dedupe.lock_ttl a route's timeout must leave
@@ -42,6 +46,12 @@ const (
 	DefaultHMACEncoding  = "hex"
 	DefaultDelivery      = DeliverySync
 	DefaultKeyRequired   = true
+	// Of a queue route.
+	DefaultAckStatus        = 202
+	DefaultWorkers          = 8
+	DefaultRetryMaxAttempts = 16
+	DefaultRetryInitial     = 5 * time.Second
+	DefaultRetryMax         = time.Hour
 )
 
 // Default returns a Config holding every top-level default and no routes.
@@ -70,6 +80,12 @@ func Default() *Config {
 			Retention:       DefaultRetention,
 			ReplayBodyLimit: DefaultReplayBodyLimit,
 		},
+		Queue: Queue{
+			MaxDepth:   DefaultQueueMaxDepth,
+			Shards:     DefaultQueueShards,
+			ReplayRate: DefaultQueueReplayRate,
+			Kafka:      Kafka{TopicPrefix: DefaultKafkaTopicPrefix},
+		},
 		Alerts: Alerts{MaxAttempts: DefaultMaxAttempts},
 	}
 }
@@ -87,6 +103,9 @@ func (r *Route) setDefaults() {
 	r.Verify.Algorithm = DefaultHMACAlgorithm
 	r.Verify.Encoding = DefaultHMACEncoding
 	r.Delivery = DefaultDelivery
+	r.AckStatus = DefaultAckStatus
+	r.Workers = DefaultWorkers
+	r.Retry = Retry{MaxAttempts: DefaultRetryMaxAttempts, Initial: DefaultRetryInitial, Max: DefaultRetryMax}
 }
 
 // UnmarshalYAML applies the route defaults, then decodes the route over

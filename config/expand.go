@@ -64,6 +64,13 @@ var expandable = expandFields(map[string]*expandSpec{
 			"key_prefix":  expandLeaf("clawgate:"),
 		}),
 	}),
+	"queue": expandFields(map[string]*expandSpec{
+		"backend": expandLeaf("redis"),
+		"kafka": expandFields(map[string]*expandSpec{
+			"brokers":      expandList(expandLeaf("127.0.0.1:9092")),
+			"topic_prefix": expandLeaf("clawgate."),
+		}),
+	}),
 	"tracing": expandFields(map[string]*expandSpec{
 		"endpoint": expandLeaf("http://127.0.0.1:4318"),
 	}),

@@ -26,6 +26,11 @@ store:
     master_name: ${REDIS_MASTER}
     username: ${REDIS_USER:-}
     key_prefix: "${ENV}$$:"
+queue:
+  backend: ${QUEUE:-redis}
+  kafka:
+    brokers: ["${KAFKA_A}", "${KAFKA_B:-10.0.1.2:9092}"]
+    topic_prefix: "${ENV}."
 routes:
   - name: orders
     match: { path: /webhook/order, host: "orders.${DOMAIN}" }
@@ -50,6 +55,7 @@ var expandEnv = map[string]string{
 	"LB_CIDR":         "10.1.0.0/16",
 	"REDIS_A":         "10.0.0.1:26379",
 	"REDIS_MASTER":    "mymaster",
+	"KAFKA_A":         "10.0.1.1:9092",
 	"ENV":             "staging",
 	"DOMAIN":          "staging.example.com",
 	"ORDERS_UPSTREAM": "http://orders.staging.svc:9000",
@@ -71,6 +77,8 @@ func TestExpandFields(t *testing.T) {
 	eq(t, "store.redis.master_name", cfg.Store.Redis.MasterName, "mymaster")
 	eq(t, "store.redis.username", cfg.Store.Redis.Username, "")
 	eq(t, "store.redis.key_prefix", cfg.Store.Redis.KeyPrefix, "staging$:")
+	eq(t, "queue.backend", cfg.Queue.Backend, QueueRedis)
+	eq(t, "queue.kafka", cfg.Queue.Kafka, Kafka{Brokers: []string{"10.0.1.1:9092", "10.0.1.2:9092"}, TopicPrefix: "staging."})
 	o := route(t, cfg, "orders")
 	eq(t, "orders.match.host", o.Match.Host, "orders.staging.example.com")
 	eq(t, "orders.upstream", o.UpstreamURL.String(), "http://orders.staging.svc:9000")

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +71,14 @@ func FuzzParse(f *testing.F) {
 		if len(cfg.Routes) == 0 {
 			t.Fatal("a config with no routes loaded")
 		}
+		q := cfg.Queue
+		switch {
+		case q.Backend != QueueMemory && q.Backend != QueueRedis,
+			string(q.Backend) != string(cfg.Store.Backend):
+			t.Fatalf("queue.backend %q with store.backend %q", q.Backend, cfg.Store.Backend)
+		case q.MaxDepth < 1 || q.Shards < 1 || q.Shards > maxQueueShards || !(q.ReplayRate > 0) || math.IsInf(q.ReplayRate, 0):
+			t.Fatalf("queue %+v", q)
+		}
 		names := map[string]bool{}
 		for _, r := range cfg.Routes {
 			switch {
@@ -88,6 +97,14 @@ func FuzzParse(f *testing.F) {
 			}
 			if _, ok := r.Verifier.(verify.SignedDigester); r.ReplayGuard && !ok {
 				t.Fatalf("route %q: a replay guard without a SignedDigester", r.Name)
+			}
+			if r.Delivery != DeliverySync && !r.Queued() {
+				t.Fatalf("route %q: delivery %q", r.Name, r.Delivery)
+			}
+			if rt := r.Retry; r.Queued() && (r.Dedupe.Mode != ModeEnforce || !r.Idempotency.Required || r.ReplayGuard ||
+				r.AckStatus < 200 || r.AckStatus > 299 || r.Workers < 1 || r.Workers > maxWorkers ||
+				rt.MaxAttempts < 1 || rt.MaxAttempts > maxRetryAttempts || rt.Initial <= 0 || rt.Max < rt.Initial) {
+				t.Fatalf("queue route %q: %+v", r.Name, r)
 			}
 			for _, m := range r.Match.Methods {
 				if m != strings.ToUpper(m) || !validToken(m) {

@@ -66,6 +66,10 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 			Window: 10 * time.Second, CacheSize: 100000, LockTTL: 30 * time.Second,
 			Retention: 72 * time.Hour, ReplayBodyLimit: 64 << 10,
 		})
+		eq(t, "queue", cfg.Queue, Queue{
+			Backend: "memory", MaxDepth: 100000, Shards: 1, ReplayRate: 50,
+			Kafka: Kafka{TopicPrefix: "clawgate."},
+		})
 		eq(t, "trusted_proxies", cfg.TrustedProxies, []string(nil))
 		eq(t, "trusted nets", cfg.TrustedNets, []netip.Prefix(nil))
 		eq(t, "alerts", cfg.Alerts, Alerts{MaxAttempts: 3})
@@ -90,6 +94,10 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		eq(t, "verify.algorithm", r.Verify.Algorithm, "sha256")
 		eq(t, "verify.encoding", r.Verify.Encoding, "hex")
 		eq(t, "delivery", r.Delivery, "sync")
+		eq(t, "queued", r.Queued(), false)
+		eq(t, "ack_status", r.AckStatus, 202)
+		eq(t, "workers", r.Workers, 8)
+		eq(t, "retry", r.Retry, Retry{MaxAttempts: 16, Initial: 5 * time.Second, Max: time.Hour})
 	},
 	"full.yaml": func(t *testing.T, cfg *Config) {
 		eq(t, "listen", cfg.Listen, "127.0.0.1:8443")
@@ -109,6 +117,10 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 				WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond,
 			},
 			OnError: "forward",
+		})
+		eq(t, "queue", cfg.Queue, Queue{
+			Backend: "redis", MaxDepth: 2000, Shards: 16, ReplayRate: 12.5,
+			Kafka: Kafka{Brokers: []string{"10.0.1.1:9092", "10.0.1.2:9092"}, TopicPrefix: "cg."},
 		})
 		eq(t, "dedupe", cfg.Dedupe, Dedupe{
 			Window: 5 * time.Second, CacheSize: 5000, LockTTL: time.Minute,
@@ -146,6 +158,45 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		eq(t, "payments.verify.tolerance", p.Verify.Tolerance, 10*time.Minute)
 		eq(t, "payments.retention", p.Retention, 96*time.Hour)
 		eq(t, "payments.replay guard", p.ReplayGuard, false)
+	},
+	"queue.yaml": func(t *testing.T, cfg *Config) {
+		// queue.backend is not written: it follows store.backend.
+		eq(t, "queue", cfg.Queue, Queue{
+			Backend: "redis", MaxDepth: 5000, Shards: 1, ReplayRate: 2.5,
+			Kafka: Kafka{TopicPrefix: "clawgate."},
+		})
+		eq(t, "warnings", cfg.Warnings, []string(nil))
+		type queued struct {
+			Queued    bool
+			AckStatus int
+			Workers   int
+			Retry     Retry
+			Timeout   time.Duration
+		}
+		defaults := Retry{MaxAttempts: 16, Initial: 5 * time.Second, Max: time.Hour}
+		for name, want := range map[string]queued{
+			"orders":   {true, 202, 8, defaults, 10 * time.Second},
+			"invoices": {true, 200, 32, Retry{MaxAttempts: 1, Initial: time.Second, Max: time.Second}, 20 * time.Second},
+			"refunds":  {true, 202, 8, Retry{MaxAttempts: 1000, Initial: 5 * time.Second, Max: 24 * time.Hour}, 10 * time.Second},
+			"payments": {false, 202, 8, defaults, 10 * time.Second},
+		} {
+			r := route(t, cfg, name)
+			eq(t, name, queued{r.Queued(), r.AckStatus, r.Workers, r.Retry, r.Timeout}, want)
+			eq(t, name+".replay guard", r.ReplayGuard, false)
+		}
+		eq(t, "orders.delivery", route(t, cfg, "orders").Delivery, DeliveryQueue)
+		eq(t, "payments.delivery", route(t, cfg, "payments").Delivery, DeliverySync)
+	},
+	"queue_warnings.yaml": func(t *testing.T, cfg *Config) {
+		eq(t, "queue.backend", cfg.Queue.Backend, QueueMemory)
+		eq(t, "config warnings", configWarnings(cfg), []string{
+			`gateway.yaml:8: route "slack": delivery: Slack's url_verification handshake needs the upstream's answer now; a queue route answers 202 instead`,
+			`gateway.yaml:20: route "github": idempotency.key: the first key source "header:X-GitHub-Delivery" is not covered by the github signature (header X-GitHub-Delivery is not signed) and idempotency.allow_unsigned_key is set, so nothing guards the route: a captured delivery sent again with a fresh key is forwarded again`,
+			`gateway.yaml:3: store.on_error: forward does not apply to queue routes (slack, github): they answer 503 while the queue backend is unreachable`,
+		})
+		eq(t, "github.ack_status", route(t, cfg, "github").AckStatus, 204)
+		eq(t, "github.replay guard", route(t, cfg, "github").ReplayGuard, false)
+		eq(t, "slack-sync.queued", route(t, cfg, "slack-sync").Queued(), false)
 	},
 	"sizes.yaml": func(t *testing.T, cfg *Config) {
 		eq(t, "replay_body_limit", cfg.Dedupe.ReplayBodyLimit, ByteSize(0))

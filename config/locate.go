@@ -91,3 +91,27 @@ func deref(n *yaml.Node) *yaml.Node {
 	}
 	return n
 }
+
+// written reports whether the field at path (string keys and int list
+// indexes) is written with a value other than null, directly or through
+// an alias or a merge.
+func (l locator) written(path ...any) bool {
+	n := l.root
+	for _, step := range path {
+		switch s := step.(type) {
+		case string:
+			n = lookup(n, s)
+		case int:
+			n = deref(n)
+			if n == nil || n.Kind != yaml.SequenceNode || s < 0 || s >= len(n.Content) {
+				return false
+			}
+			n = n.Content[s]
+		}
+		if n == nil {
+			return false
+		}
+	}
+	n = deref(n)
+	return n != nil && !isNull(n)
+}

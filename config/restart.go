@@ -7,9 +7,10 @@ import (
 
 // RestartFields names the settings, such as "store.redis.addrs", whose
 // value differs between the running config and next and that only a
-// restart applies: listen, tls, admin, store, tracing, dedupe.window and
-// dedupe.cache_size. A value resolved from the environment (the admin
-// token, the Redis password) is named by the field naming its variable.
+// restart applies: listen, tls, admin, store, tracing, dedupe.window,
+// dedupe.cache_size, queue.backend, queue.shards and queue.kafka. A value
+// resolved from the environment (the admin token, the Redis password) is
+// named by the field naming its variable.
 func RestartFields(running, next *Config) []string {
 	var out []string
 	add := func(name string, changed bool) {
@@ -24,6 +25,9 @@ func RestartFields(running, next *Config) []string {
 	out = append(out, changedFields("tracing", reflect.ValueOf(running.Tracing), reflect.ValueOf(next.Tracing))...)
 	add("dedupe.window", running.Dedupe.Window != next.Dedupe.Window)
 	add("dedupe.cache_size", running.Dedupe.CacheSize != next.Dedupe.CacheSize)
+	add("queue.backend", running.Queue.Backend != next.Queue.Backend)
+	add("queue.shards", running.Queue.Shards != next.Queue.Shards)
+	out = append(out, changedFields("queue.kafka", reflect.ValueOf(running.Queue.Kafka), reflect.ValueOf(next.Queue.Kafka))...)
 	return out
 }
 

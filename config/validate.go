@@ -29,10 +29,12 @@ func (b *builder) build() {
 	b.checkTrustedProxies()
 	b.checkAdmin()
 	b.checkStore()
+	b.checkQueue()
 	b.checkDedupe()
 	b.checkAlerts()
 	b.checkTracing()
 	b.checkRoutes()
+	b.checkQueueRoutes()
 }
 
 // line returns the line of a top-level field (0 when it is not written).
@@ -622,7 +624,5 @@ func (b *builder) checkRouteSettings(i int) {
 	if len(r.Idempotency.Key) == 0 {
 		b.routeError(i, []any{"idempotency", "key"}, "idempotency.key", "must list at least one key source, such as \"header:Idempotency-Key\"")
 	}
-	if r.Delivery != DeliverySync {
-		b.routeError(i, []any{"delivery"}, "delivery", "delivery %q is not supported by this version; use sync", clip(string(r.Delivery)))
-	}
+	b.checkDelivery(i)
 }

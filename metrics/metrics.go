@@ -55,12 +55,26 @@ type Metrics struct {
 	// In-flight deliveries (tracing and access log owner's block): no
 	// labels, since a delivery is counted before its route is matched.
 	InFlight prometheus.Gauge // webhook_in_flight_requests
+
+	// Delivery queue (delivery queue owner's block, queue.go): series of
+	// `delivery: queue` routes only, created by the route's first
+	// SetQueueStats (or any other queue method).
+	DLQSize       *prometheus.GaugeVec     // dead_letter_queue_size{route}
+	QueueDepth    *prometheus.GaugeVec     // webhook_queue_depth{route}
+	QueueLag      *prometheus.GaugeVec     // webhook_queue_lag_seconds{route}
+	QueueAttempts *prometheus.CounterVec   // webhook_delivery_attempts_total{route,outcome}
+	QueueDelays   *prometheus.HistogramVec // webhook_queue_delivery_delay_seconds{route}
+	QueueReclaims *prometheus.CounterVec   // webhook_queue_reclaimed_total{route}
+	DLQReplays    *prometheus.CounterVec   // webhook_dlq_replays_total{route}
+	DLQPurges     *prometheus.CounterVec   // webhook_dlq_purges_total{route}
+	queueRoutes   sync.Map                 // route -> struct{}: its queue series exist
 }
 
 // Outcome label values of webhook_processing_duration_seconds and of the
 // access log.
 const (
 	OutcomeForwarded    = "forwarded"
+	OutcomeQueued       = "queued" // stored on a queue route and acknowledged
 	OutcomeReplayed     = "replayed"
 	OutcomeInFlight     = "in_flight"
 	OutcomeConflict     = "conflict"
@@ -205,6 +219,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Deliveries being handled right now, from their arrival to their answer (all routes, unmatched requests included).",
 	})
 	reg.MustRegister(m.InFlight)
+	// Delivery queue (delivery queue owner's block).
+	m.newQueue(reg)
 	return m
 }
 

@@ -162,6 +162,10 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	}
 	d.scoped = rt.Name + ":" + d.key
 	d.fp = dedupe.Fingerprint(d.r.Method, path, d.body)
+	if rt.Queued() {
+		// 5-6 for a queue route: stored and acknowledged (queue.go).
+		return g.queued(d)
+	}
 
 	// 5. Local window: a finished outcome costs no store round trip.
 	// The claim span covers the window and the store (and the replay

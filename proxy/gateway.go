@@ -50,6 +50,9 @@ type Options struct {
 	// Tracer makes each delivery's spans (trace.go). Nil: tracing is off
 	// and no span is made.
 	Tracer trace.Tracer
+	// Queue stores the deliveries of `delivery: queue` routes. Nil: they
+	// get 503.
+	Queue Queue
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's zero value.
@@ -63,6 +66,7 @@ type Gateway struct {
 	alerter Alerter
 	now     func() time.Time
 	tracer  trace.Tracer // nil: tracing off
+	queue   Queue        // nil: no queue routes
 
 	writeTimeout time.Duration
 
@@ -78,6 +82,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 		alerter:      o.Alerter,
 		now:          o.Now,
 		tracer:       o.Tracer,
+		queue:        o.Queue,
 		writeTimeout: o.WriteTimeout,
 	}
 	if g.writeTimeout <= 0 {

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"encoding/binary"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -141,4 +143,71 @@ func isGatewayHeader(name string) bool {
 // trusted proxy's are passed on.
 func isClientAddressHeader(name string) bool {
 	return name == "X-Real-Ip" || name == "Forwarded"
+}
+
+// requestVersion is the first byte of an encoded Request.
+const requestVersion = 1
+
+// AppendBinary appends r's encoding to dst: what the delivery queue stores
+// and a worker forwards later, byte for byte the same request.
+func (r *Request) AppendBinary(dst []byte) []byte {
+	dst = append(dst, requestVersion)
+	for _, s := range [...]string{r.Method, r.URI, r.Key, r.RequestID, r.Traceparent} {
+		dst = appendField(dst, s)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(r.Header)))
+	for _, s := range r.Header {
+		dst = appendField(dst, s)
+	}
+	return append(binary.AppendUvarint(dst, uint64(len(r.Body))), r.Body...)
+}
+
+func appendField(dst []byte, s string) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+// ErrBadRequestEncoding: stored bytes that AppendBinary did not make.
+var ErrBadRequestEncoding = errors.New("proxy: damaged queued request")
+
+// DecodeRequest parses what AppendBinary made. The body aliases b.
+func DecodeRequest(b []byte) (*Request, error) {
+	if len(b) == 0 || b[0] != requestVersion {
+		return nil, ErrBadRequestEncoding
+	}
+	b = b[1:]
+	next := func() (string, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return "", false
+		}
+		s := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return s, true
+	}
+	var f [5]string
+	for i := range f {
+		var ok bool
+		if f[i], ok = next(); !ok {
+			return nil, ErrBadRequestEncoding
+		}
+	}
+	r := &Request{Method: f[0], URI: f[1], Key: f[2], RequestID: f[3], Traceparent: f[4]}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n%2 != 0 || n > uint64(len(b)) {
+		return nil, ErrBadRequestEncoding
+	}
+	b = b[k:]
+	r.Header = make([]string, n)
+	for i := range r.Header {
+		var ok bool
+		if r.Header[i], ok = next(); !ok {
+			return nil, ErrBadRequestEncoding
+		}
+	}
+	bl, k := binary.Uvarint(b)
+	if k <= 0 || bl != uint64(len(b)-k) {
+		return nil, ErrBadRequestEncoding
+	}
+	r.Body = b[k:]
+	return r, nil
 }

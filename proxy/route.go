@@ -39,10 +39,11 @@ type table struct {
 	trustedNets []netip.Prefix
 	exact       map[string][]*route // by match.path
 	prefix      []*route            // by match.path_prefix, longest first
+	byName      map[string]*route
 }
 
 func newTable(cfg *config.Config, m *metrics.Metrics) *table {
-	t := &table{cfg: cfg, exact: map[string][]*route{}, trustedNets: cfg.TrustedNets}
+	t := &table{cfg: cfg, exact: map[string][]*route{}, trustedNets: cfg.TrustedNets, byName: map[string]*route{}}
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
 		rt := &route{
@@ -57,6 +58,7 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 			rt.digester, _ = rc.Verifier.(verify.SignedDigester)
 		}
 		rt.limiter = newLimiter(rc.RateLimit)
+		t.byName[rc.Name] = rt
 		if rc.Match.Path != "" {
 			t.exact[rc.Match.Path] = append(t.exact[rc.Match.Path], rt)
 		} else {

@@ -28,9 +28,10 @@ cd "$(dirname "$0")/.." || exit 1
 . scripts/checklib.sh
 
 # Metric names clawgate exports (the README's metrics table). Histograms are
-# only valid with _bucket/_sum/_count. dead_letter_queue_size is not exported
-# yet: rules may use it (they match nothing while it is absent), dashboards not.
-# admin/metrics_test.go checks the same queries against a live /metrics.
+# only valid with _bucket/_sum/_count. not_yet names metrics that are not
+# exported yet: rules may use them (they match nothing while absent),
+# dashboards not. admin/metrics_test.go checks the same queries against a
+# live /metrics.
 counters_gauges="webhook_duplicate_requests_total idempotency_cache_hit_ratio
 webhook_requests_total idempotency_cache_hits_total idempotency_cache_misses_total
 webhook_signature_failures_total webhook_signature_verified_total
@@ -40,10 +41,13 @@ webhook_store_evictions_total webhook_alerts_total clawgate_config_reloads_total
 clawgate_store_durable clawgate_store_persistence_info clawgate_store_restarts_total
 clawgate_store_replica_shortfalls_total clawgate_store_memory_bytes
 clawgate_ready clawgate_store_up clawgate_build_info
-webhook_in_flight_requests webhook_refused_total"
+webhook_in_flight_requests webhook_refused_total
+dead_letter_queue_size webhook_queue_depth webhook_queue_lag_seconds
+webhook_delivery_attempts_total webhook_queue_reclaimed_total
+webhook_dlq_replays_total webhook_dlq_purges_total"
 histograms="webhook_processing_duration_seconds webhook_upstream_duration_seconds
-webhook_store_duration_seconds"
-not_yet="dead_letter_queue_size"
+webhook_store_duration_seconds webhook_queue_delivery_delay_seconds"
+not_yet=""
 
 known_metric() { # NAME ALLOW_NOT_YET
 	local m

@@ -22,12 +22,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
+	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/tracing"
 )
@@ -48,7 +50,9 @@ type Server struct {
 	metrics *metrics.Metrics
 	store   store.Store
 	gw      *proxy.Gateway
-	srv     *http.Server
+	// queue runs the workers of the delivery: queue routes.
+	queue *queue.Manager
+	srv   *http.Server
 	admin   *http.Server
 	addr    net.Addr // the delivery listener's address
 	// adminAddr is the admin listener's address; nil when it is off.
@@ -132,8 +136,26 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		URL: cfg.Alerts.WebhookURL, RoutingKey: cfg.Alerts.PagerDutyRoutingKey,
 		Sent: m.AlertsSent, Logger: log,
 	})
-	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer()})
-	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
+	qb, err := openQueue(cfg, raw, log)
+	if err != nil {
+		stopBG()
+		tp.Shutdown(context.Background())
+		st.Close()
+		return nil, err
+	}
+	qm := queue.New(queue.Options{
+		Backend: qb, Metrics: m, Log: log, ReplayRate: cfg.Queue.ReplayRate,
+		OnDead: al.DeadLettered, OnDrained: al.DLQDrained,
+	})
+	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer(), Queue: qm})
+	qm.SetSender(gw)
+	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
+		stopBG()
+		tp.Shutdown(context.Background())
+		st.Close()
+		return nil, err
+	}
+	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
 	in.cert.Store(cert)
 	in.tracer = tp
 	// With Redis, an operator's key reset reaches every instance's window,
@@ -164,6 +186,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		qm.Close(0)
 		stopBG()
 		tp.Shutdown(context.Background())
 		st.Close()
@@ -174,6 +197,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	if cfg.Admin.Listen != "" {
 		aln, err = net.Listen("tcp", cfg.Admin.Listen)
 		if err != nil {
+			qm.Close(0)
 			stopBG()
 			ln.Close()
 			tp.Shutdown(context.Background())
@@ -183,7 +207,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		in.adminAddr = aln.Addr()
 		in.admin = &http.Server{
 			Handler: admin.Handler(admin.Options{
-				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log,
+				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log, Queue: qm,
 				Reloader: configReloader{in},
 			}),
 			ReadHeaderTimeout: readHeaderTimeout,
@@ -258,6 +282,14 @@ func (in *Server) Reload(path string) error {
 	}
 	cfg.Listen, cfg.Admin, cfg.Store, cfg.TLS, cfg.Tracing = started.Listen, started.Admin, started.Store, started.TLS, started.Tracing
 	cfg.Dedupe.Window, cfg.Dedupe.CacheSize = started.Dedupe.Window, started.Dedupe.CacheSize
+	cfg.Queue.Backend, cfg.Queue.Shards, cfg.Queue.Kafka = started.Queue.Backend, started.Queue.Shards, started.Queue.Kafka
+	// The queue routes' workers follow the new routes before the gateway
+	// sends them deliveries.
+	if err := in.queue.Apply(context.Background(), queueRoutes(cfg)); err != nil {
+		in.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		in.log.Error("config reload failed; keeping the running config", "error", err.Error())
+		return err
+	}
 	in.gw.Reload(cfg)
 	if cert != nil {
 		if old := in.cert.Swap(cert); old == nil || !bytes.Equal(old.Certificate[0], cert.Certificate[0]) {
@@ -308,6 +340,10 @@ func (in *Server) Shutdown(grace time.Duration) {
 		in.log.Warn("grace period over; cutting requests in flight", "error", err.Error())
 		in.srv.Close()
 	}
+	// The queue's workers stop reading and get what is left of the grace
+	// period for the tries they hold; the rest go back for another
+	// instance (or the next start) to take.
+	in.queue.Close(time.Until(deadline(ctx)))
 	// Keys the upstream accepted whose record could not be written yet
 	// (the store was briefly down) get what is left of the grace period.
 	if !in.gw.Drain(ctx) {
@@ -332,6 +368,59 @@ func (in *Server) Shutdown(grace time.Duration) {
 		in.log.Warn("tracing: spans still queued at shutdown were not exported", "error", err.Error())
 	}
 	in.store.Close()
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// redisClient is a store on Redis whose client the queue shares.
+type redisClient interface {
+	Client() redis.UniversalClient
+	KeyPrefix() string
+	OpTimeout() time.Duration
+}
+
+// openQueue builds the queue backend: the store's Redis, or this process's
+// memory.
+func openQueue(cfg *config.Config, st store.Store, log *slog.Logger) (queue.Backend, error) {
+	queued := 0
+	for i := range cfg.Routes {
+		if cfg.Routes[i].Queued() {
+			queued++
+		}
+	}
+	switch cfg.Queue.Backend {
+	case config.QueueRedis:
+		rc, ok := st.(redisClient)
+		if !ok {
+			return nil, fmt.Errorf("queue.backend: redis needs the store on Redis")
+		}
+		return queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout()), nil
+	default:
+		if queued > 0 {
+			log.Warn("memory queue: queued events are kept in this process only and lost when it stops; use store.backend: redis to keep them", "queue_routes", queued)
+		}
+		return queue.NewMemory(), nil
+	}
+}
+
+// queueRoutes are cfg's delivery: queue routes as the queue runs them.
+func queueRoutes(cfg *config.Config) []queue.Route {
+	var out []queue.Route
+	for i := range cfg.Routes {
+		r := &cfg.Routes[i]
+		if !r.Queued() {
+			continue
+		}
+		out = append(out, queue.Route{
+			Name: r.Name, Workers: r.Workers, MaxDepth: cfg.Queue.MaxDepth, Retention: r.Retention,
+			LockTTL: cfg.Dedupe.LockTTL, Shards: cfg.Queue.Shards,
+			Retry: queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max},
+		})
+	}
+	return out
 }
 
 // openStore builds the configured store. A Redis that is down does not stop

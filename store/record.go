@@ -236,3 +236,15 @@ func internString(s string) string {
 	}
 	return strings.Clone(s)
 }
+
+// EncodeOutcome returns out in the binary record form finished keys are
+// stored in; the delivery queue keeps its finished keys the same way.
+func EncodeOutcome(out Outcome) ([]byte, error) {
+	return encodeRecord(make([]byte, 0, recordSize(out)), out)
+}
+
+// DecodeOutcome parses a record made by EncodeOutcome; a damaged one is
+// reported as ErrCorrupt.
+func DecodeOutcome(b []byte) (Outcome, error) {
+	return decodeRecord(b)
+}

@@ -629,3 +629,13 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	}
 	r.l.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "redis")
 }
+
+// Client is the Redis client the store uses, for the delivery queue that
+// lives in the same Redis.
+func (r *Redis) Client() redis.UniversalClient { return r.client }
+
+// KeyPrefix is what every key of the store starts with.
+func (r *Redis) KeyPrefix() string { return r.prefix }
+
+// OpTimeout bounds each call.
+func (r *Redis) OpTimeout() time.Duration { return r.timeout }

@@ -45,6 +45,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", stderr)
 	times := fs.Int("times", 17, "how many `deliveries` of the event the provider makes")
 	verbose := fs.Bool("v", false, "also print the gateway's JSON log lines on stderr")
+	queueAct := fs.Bool("queue", false, "run the delivery queue's act instead: fast 202, retries with growing gaps, a dead-letter queue and a replay")
 	if code := parseFlags(fs, args, 0); code >= 0 {
 		return code
 	}
@@ -57,6 +58,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		logOut = stderr
 	}
 	log := slog.New(slog.NewJSONHandler(logOut, nil))
+	if *queueAct {
+		return cmdDemoQueue(stdout, stderr, log)
+	}
 
 	// The service behind the gateway: it deducts points once per event it
 	// completes. The first attempt takes longer than the route's timeout.

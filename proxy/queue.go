@@ -1,0 +1,137 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/queue"
+)
+
+// Queue is where a delivery to a `delivery: queue` route is stored before
+// it is acknowledged (queue.Manager).
+type Queue interface {
+	Enqueue(ctx context.Context, e queue.Entry) (queue.Ack, error)
+}
+
+// queued is step 6 for a queue route: the request the upstream will get
+// is stored together with the key's claim, in one step, and only then
+// acknowledged with the route's ack_status. A copy of an event still
+// queued, retrying or dead-lettered gets the same answer, marked
+// Idempotent-Replayed; one already delivered gets the upstream's stored
+// answer; another payload under the same key gets 422. A queue that does
+// not answer, or is full, gets 503 with Retry-After: nothing is
+// acknowledged that is not stored.
+func (g *Gateway) queued(d *delivery) error {
+	rt := d.rt
+	if g.queue == nil {
+		return fail(http.StatusServiceUnavailable, metrics.OutcomeError, "delivery queue unavailable", errNoQueue)
+	}
+	req := NewRequest(d.r, rt.upstreamURI(d.r, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.r.RemoteAddr))
+	ack, err := g.queue.Enqueue(d.r.Context(), queue.Entry{
+		Route: rt.Name, Key: d.key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start,
+	})
+	if err != nil {
+		if d.r.Context().Err() != nil {
+			return d.r.Context().Err() // the caller hung up: 499
+		}
+		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue unavailable", err)
+		se.retryAfter = 1
+		return se
+	}
+	d.attempt = ack.Copies
+	g.checkAttempts(d)
+	switch ack.State {
+	case queue.Enqueued:
+		return g.ackQueued(d, ack.ID, false)
+	case queue.Pending:
+		if ack.Fingerprint != d.fp {
+			rt.m.Duplicate("store", metrics.OutcomeConflict)
+			return errKeyReused
+		}
+		rt.m.Duplicate("store", metrics.OutcomeReplayed)
+		return g.ackQueued(d, ack.ID, true)
+	case queue.Delivered:
+		return g.finishedDuplicate(d, "store", &ack.Outcome)
+	}
+	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue full", errQueueFull)
+	se.retryAfter = 5
+	return se
+}
+
+var (
+	errNoQueue   = errors.New("no delivery queue configured")
+	errQueueFull = errors.New("queue.max_depth reached")
+)
+
+// ackQueued writes the acknowledgement of a stored event.
+func (g *Gateway) ackQueued(d *delivery, id string, replayed bool) error {
+	body, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		ID     string `json:"id"`
+		Route  string `json:"route"`
+		Key    string `json:"key"`
+	}{"queued", id, d.rt.Name, d.key})
+	g.armWrite(d)
+	h := d.w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["X-Request-Id"] = []string{d.reqID}
+	d.outcome = metrics.OutcomeQueued
+	if replayed {
+		h["Idempotent-Replayed"] = replayedTrue
+		d.outcome = metrics.OutcomeReplayed
+	}
+	d.w.WriteHeader(d.rt.AckStatus)
+	n, _ := d.w.Write(body)
+	d.bytesOut, d.status = int64(n), d.rt.AckStatus
+	return nil
+}
+
+// Send implements queue.Sender: one try of a queued event, on the route
+// as currently loaded (a reload's new upstream or timeout applies to the
+// next try).
+func (g *Gateway) Send(ctx context.Context, name string, payload []byte, attempt int64) queue.Result {
+	rt := g.tbl.Load().byName[name]
+	if rt == nil {
+		return queue.Result{Err: errors.New("route " + name + " is no longer configured")}
+	}
+	req, err := DecodeRequest(payload)
+	if err != nil {
+		return queue.Result{Err: err}
+	}
+	t0 := time.Now()
+	ans, err := rt.upstream.Forward(ctx, req, attempt, rt.Timeout)
+	rt.m.Upstream(time.Since(t0).Seconds())
+	if err != nil {
+		return queue.Result{Err: err}
+	}
+	defer ans.Release()
+	res := queue.Result{Status: ans.StatusCode()}
+	if res.Status >= 200 && res.Status <= 299 {
+		res.Outcome.Status = res.Status
+		if b := ans.Body(); int64(len(b)) <= int64(g.tbl.Load().cfg.Dedupe.ReplayBodyLimit) {
+			res.Outcome.ContentType = ans.ContentType()
+			res.Outcome.Body = append([]byte(nil), b...)
+		}
+	}
+	if v := retryAfterHeader(ans); v > 0 {
+		res.RetryAfter = v
+	}
+	return res
+}
+
+// retryAfterHeader reads an answer's Retry-After in seconds (the HTTP-date
+// form is ignored: the route's own schedule applies).
+func retryAfterHeader(ans Answer) time.Duration {
+	h := http.Header{}
+	ans.CopyHeader(h)
+	s, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || s <= 0 {
+		return 0
+	}
+	return time.Duration(min(s, 86400)) * time.Second
+}

@@ -1,0 +1,517 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/clawgate/clawgate/metrics"
+)
+
+// Sender forwards one try of a queued event to its route's upstream.
+type Sender interface {
+	// Send forwards payload (as given to Enqueue) as try attempt of the
+	// event, within the route's timeout; ctx ends only at shutdown.
+	Send(ctx context.Context, route string, payload []byte, attempt int64) Result
+}
+
+// Recorder receives the queue's metrics (metrics.Metrics); attempt
+// outcomes are metrics.Attempt*.
+type Recorder interface {
+	QueueAttempt(route, outcome string)
+	QueueDelay(route string, seconds float64)
+	QueueReclaimed(route string, n int)
+	DLQReplayed(route string, n int)
+	DLQPurged(route string, n int)
+	SetQueueStats(route string, depth, dlq int64, lagSeconds float64)
+	ForgetQueueRoute(route string)
+}
+
+// Route is one queue route's settings.
+type Route struct {
+	Name string
+	// Workers forward the route's events concurrently, per instance.
+	Workers int
+	Retry   Retry
+	// MaxDepth bounds the route's undelivered events; past it Enqueue
+	// answers Full.
+	MaxDepth int
+	// Retention is how long a delivered (or purged) key is remembered.
+	Retention time.Duration
+	// LockTTL is how long an entry may be held by one instance before
+	// another takes it over; the route's timeout is shorter.
+	LockTTL time.Duration
+	// Shards splits the route's queue over Redis Cluster slots.
+	Shards int
+}
+
+// Options configure a Manager.
+type Options struct {
+	Backend Backend
+	Sender  Sender
+	Metrics Recorder
+	Log     *slog.Logger
+	// OnDead is called for every event dead-lettered (alerting); may be
+	// nil.
+	OnDead func(route, key, id, reason string)
+	// OnDrained is called when a route's DLQ is found empty (the alert may
+	// fire again next time); may be nil.
+	OnDrained func(route string)
+	// Consumer names this instance in the consumer group; "" means
+	// hostname-pid-random.
+	Consumer string
+	// ReplayRate bounds a replay of a whole DLQ, in events per second.
+	ReplayRate float64
+	// StatsEvery is how often the gauges are refreshed; 0 means 5s.
+	StatsEvery time.Duration
+	// PromoteEvery is how often due retries are made ready; 0 means 250ms.
+	PromoteEvery time.Duration
+	// Block bounds one wait for ready entries; 0 means 1s.
+	Block time.Duration
+	// Jitter returns a value in [0, 1) for the retry delays; nil means
+	// math/rand.
+	Jitter func() float64
+}
+
+// Manager runs the workers of every queue route on this instance and is
+// the HTTP path's and the operators' way into the queue.
+type Manager struct {
+	o      Options
+	log    *slog.Logger
+	mu     sync.Mutex
+	routes map[string]*runner
+	closed bool
+	jobs   map[string]*replayJob
+}
+
+// New returns a Manager with no routes; Apply starts them.
+func New(o Options) *Manager {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Consumer == "" {
+		host, _ := os.Hostname()
+		o.Consumer = host + "-" + strconv.Itoa(os.Getpid()) + "-" + newToken()[:6]
+	}
+	if o.StatsEvery <= 0 {
+		o.StatsEvery = 5 * time.Second
+	}
+	if o.PromoteEvery <= 0 {
+		o.PromoteEvery = 250 * time.Millisecond
+	}
+	if o.Block <= 0 {
+		o.Block = time.Second
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	if o.ReplayRate <= 0 {
+		o.ReplayRate = 50
+	}
+	return &Manager{o: o, log: o.Log, routes: map[string]*runner{}, jobs: map[string]*replayJob{}}
+}
+
+// SetSender sets the Sender when it could not be given to New (the
+// gateway that sends is built with the Manager); call it before Apply.
+func (m *Manager) SetSender(s Sender) {
+	m.mu.Lock()
+	m.o.Sender = s
+	m.mu.Unlock()
+}
+
+// Consumer is this instance's name in the consumer group.
+func (m *Manager) Consumer() string { return m.o.Consumer }
+
+// Apply makes the running routes those given: new routes are prepared
+// and started, changed ones restarted with their new settings (the old
+// workers finish what they hold), removed ones stopped the same way.
+func (m *Manager) Apply(ctx context.Context, routes []Route) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("queue: manager closed")
+	}
+	want := map[string]Route{}
+	for _, r := range routes {
+		err := m.o.Backend.Prepare(ctx, r.Name, max(1, r.Shards))
+		switch {
+		case errors.Is(err, ErrUnavailable):
+			// The workers wait for the backend; Enqueue answers 503 until
+			// it is back.
+			m.log.Warn("queue: backend unavailable; the route's workers start when it answers", "route", r.Name, "error", err)
+		case err != nil:
+			return fmt.Errorf("queue: route %s: %w", r.Name, err)
+		}
+		want[r.Name] = r
+	}
+	for name, rn := range m.routes {
+		if nr, ok := want[name]; !ok || nr != rn.cfg {
+			delete(m.routes, name)
+			go rn.stop(0)
+			if !ok {
+				m.o.Metrics.ForgetQueueRoute(name)
+			}
+		}
+	}
+	for name, r := range want {
+		if _, ok := m.routes[name]; !ok {
+			m.routes[name] = m.start(r)
+		}
+	}
+	return nil
+}
+
+// route returns the running route name, or nil.
+func (m *Manager) route(name string) *runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.routes[name]
+}
+
+// ErrNoRoute: the route is not a queue route of this instance.
+var ErrNoRoute = errors.New("queue: not a queue route")
+
+// Enqueue stores e on its route's queue (see Backend.Enqueue).
+func (m *Manager) Enqueue(ctx context.Context, e Entry) (Ack, error) {
+	rn := m.route(e.Route)
+	if rn == nil {
+		return Ack{}, fmt.Errorf("%w: %q", ErrNoRoute, e.Route)
+	}
+	return m.o.Backend.Enqueue(ctx, e, rn.cfg.MaxDepth)
+}
+
+// Close stops every route: no more reads, the workers get grace to finish
+// what they hold, then their tries are cut and the entries handed back so
+// another instance takes them at once. Nothing is lost either way.
+func (m *Manager) Close(grace time.Duration) {
+	m.mu.Lock()
+	m.closed = true
+	rs := m.routes
+	m.routes = map[string]*runner{}
+	for _, j := range m.jobs {
+		j.cancel()
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, rn := range rs {
+		wg.Go(func() { rn.stop(grace) })
+	}
+	wg.Wait()
+}
+
+// runner is one route's workers on this instance.
+type runner struct {
+	m   *Manager
+	cfg Route
+	// read ends the loops that take new entries; work ends tries in flight.
+	read, work         context.Context
+	stopRead, stopWork context.CancelFunc
+	slots              chan struct{} // one per worker
+	kick               chan struct{} // asks for the gauges now
+	loops, tries       sync.WaitGroup
+
+	mu   sync.Mutex
+	held map[string]Lease // entries read and not yet settled
+	// errLogged limits the backend-error log lines to one per episode.
+	errLogged atomic.Bool
+}
+
+func (m *Manager) start(r Route) *runner {
+	rn := &runner{m: m, cfg: r, slots: make(chan struct{}, max(1, r.Workers)), kick: make(chan struct{}, 1), held: map[string]Lease{}}
+	rn.read, rn.stopRead = context.WithCancel(context.Background())
+	rn.work, rn.stopWork = context.WithCancel(context.Background())
+	for s := range m.o.Backend.Shards(r.Name) {
+		rn.loops.Go(func() { rn.readLoop(s) })
+		rn.loops.Go(func() { rn.every(m.o.PromoteEvery, func() { rn.promote(s) }) })
+		rn.loops.Go(func() { rn.every(max(r.LockTTL/4, 10*time.Millisecond), func() { rn.reclaim(s) }) })
+	}
+	rn.loops.Go(rn.statsLoop)
+	return rn
+}
+
+// stop ends the route: reads stop at once, tries in flight get grace (0:
+// as long as they take, which the route's timeout bounds), then are cut
+// and handed back.
+func (rn *runner) stop(grace time.Duration) {
+	rn.stopRead()
+	rn.loops.Wait()
+	done := make(chan struct{})
+	go func() { rn.tries.Wait(); close(done) }()
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	} else {
+		<-done
+	}
+	rn.stopWork()
+	<-done
+	rn.mu.Lock()
+	left := make([]Lease, 0, len(rn.held))
+	for _, l := range rn.held {
+		left = append(left, l)
+	}
+	rn.mu.Unlock()
+	if len(left) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := rn.m.o.Backend.HandBack(ctx, rn.m.o.Consumer, left, rn.cfg.LockTTL)
+		cancel()
+		rn.m.log.Info("queue: handed back entries cut by shutdown", "route", rn.cfg.Name, "entries", len(left), "error", err)
+	}
+}
+
+func (rn *runner) every(d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-rn.read.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
+// backendError logs the first of a run of backend errors, and the
+// recovery; a group lost by Redis is always logged, as an error.
+func (rn *runner) backendError(op string, err error) {
+	if err == nil {
+		if rn.errLogged.CompareAndSwap(true, false) {
+			rn.m.log.Info("queue: backend answers again", "route", rn.cfg.Name)
+		}
+		return
+	}
+	if rn.read.Err() != nil {
+		return
+	}
+	if errors.Is(err, ErrGroupLost) {
+		rn.m.log.Error("queue: "+err.Error(), "route", rn.cfg.Name)
+		return
+	}
+	if rn.errLogged.CompareAndSwap(false, true) {
+		rn.m.log.Error("queue: backend failed; retrying", "route", rn.cfg.Name, "op", op, "error", err)
+	}
+}
+
+// readLoop takes as many ready entries as there are free workers.
+func (rn *runner) readLoop(shard int) {
+	backoff := 50 * time.Millisecond
+	for rn.read.Err() == nil {
+		select {
+		case rn.slots <- struct{}{}:
+		case <-rn.read.Done():
+			return
+		}
+		n := 1
+		for n < cap(rn.slots) {
+			select {
+			case rn.slots <- struct{}{}:
+				n++
+				continue
+			default:
+			}
+			break
+		}
+		leases, err := rn.m.o.Backend.Read(rn.read, rn.cfg.Name, shard, rn.m.o.Consumer, n, rn.m.o.Block)
+		rn.backendError("read", err)
+		for _, l := range leases {
+			rn.launch(l)
+		}
+		for range n - len(leases) {
+			<-rn.slots
+		}
+		if err != nil {
+			sleep(rn.read, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+		} else {
+			backoff = 50 * time.Millisecond
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// launch runs one try of l on a worker slot already taken.
+func (rn *runner) launch(l Lease) {
+	rn.mu.Lock()
+	rn.held[l.Entry] = l
+	rn.mu.Unlock()
+	rn.tries.Go(func() {
+		defer func() { <-rn.slots }()
+		rn.try(l)
+	})
+}
+
+func (rn *runner) promote(shard int) {
+	_, err := rn.m.o.Backend.Promote(rn.read, rn.cfg.Name, shard, time.Now())
+	rn.backendError("promote", err)
+}
+
+// reclaim takes over the entries another instance has held for lock_ttl.
+func (rn *runner) reclaim(shard int) {
+	leases, err := rn.m.o.Backend.Reclaim(rn.read, rn.cfg.Name, shard, rn.m.o.Consumer, rn.cfg.LockTTL)
+	rn.backendError("reclaim", err)
+	if len(leases) == 0 {
+		return
+	}
+	rn.m.o.Metrics.QueueReclaimed(rn.cfg.Name, len(leases))
+	rn.m.log.Warn("queue: took over entries held too long by a dead or stalled instance", "route", rn.cfg.Name, "entries", len(leases))
+	for i, l := range leases {
+		select {
+		case rn.slots <- struct{}{}:
+			rn.launch(l)
+		case <-rn.read.Done():
+			// Not started: give them back for whoever runs next.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = rn.m.o.Backend.HandBack(ctx, rn.m.o.Consumer, leases[i:], rn.cfg.LockTTL)
+			cancel()
+			return
+		}
+	}
+}
+
+// statsLoop refreshes the gauges every StatsEvery, and at once when an
+// event is dead-lettered, replayed or purged.
+func (rn *runner) statsLoop() {
+	t := time.NewTicker(rn.m.o.StatsEvery)
+	defer t.Stop()
+	for {
+		rn.stats()
+		select {
+		case <-rn.read.Done():
+			return
+		case <-t.C:
+		case <-rn.kick:
+		}
+	}
+}
+
+// refresh asks statsLoop for the gauges now.
+func (rn *runner) refresh() {
+	select {
+	case rn.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (rn *runner) stats() {
+	st, err := rn.m.o.Backend.Stats(rn.read, rn.cfg.Name)
+	if err != nil {
+		rn.backendError("stats", err)
+		return
+	}
+	lag := 0.0
+	if !st.Oldest.IsZero() {
+		lag = max(0, time.Since(st.Oldest).Seconds())
+	}
+	rn.m.o.Metrics.SetQueueStats(rn.cfg.Name, st.Depth, st.DLQ, lag)
+	if st.DLQ == 0 && rn.m.o.OnDrained != nil {
+		rn.m.o.OnDrained(rn.cfg.Name)
+	}
+}
+
+// try forwards one entry and records how it ended.
+func (rn *runner) try(l Lease) {
+	b := rn.m.o.Backend
+	name := rn.cfg.Name
+	start := time.Now()
+	j, ok, err := b.Begin(rn.work, l)
+	rn.backendError("begin", err)
+	if err != nil || !ok {
+		// A failed Begin leaves the entry with this instance: it is taken
+		// over after lock_ttl. A leftover was dropped.
+		rn.forget(l)
+		return
+	}
+	res := rn.m.o.Sender.Send(rn.work, name, j.Payload, j.Total)
+	if rn.work.Err() != nil {
+		// Cut by shutdown: whatever the upstream saw, the entry goes back
+		// (stop hands back what is still held).
+		return
+	}
+	now := time.Now()
+	s := rn.cfg.Retry.decide(j, res, now, rn.m.o.Jitter())
+	if s.Kind == SettleDelivered {
+		s.Outcome = res.Outcome
+		s.Outcome.Fingerprint = j.Fingerprint
+		s.Retention = rn.cfg.Retention
+		s.At = now
+	}
+	got, err := rn.settle(j, s, start.Add(rn.cfg.LockTTL-time.Second))
+	rn.forget(l)
+	if err != nil {
+		rn.m.log.Error("queue: could not record a try's result; the entry will be tried again after lock_ttl",
+			"route", name, "key", l.Key, "id", l.EventID, "error", err)
+		return
+	}
+	switch got {
+	case NotOwner:
+		rn.m.o.Metrics.QueueAttempt(name, metrics.AttemptNotOwner)
+		return
+	case Stale:
+		return
+	}
+	switch s.Kind {
+	case SettleDelivered:
+		rn.m.o.Metrics.QueueAttempt(name, metrics.AttemptDelivered)
+		rn.m.o.Metrics.QueueDelay(name, now.Sub(j.FirstSeen).Seconds())
+	case SettleRetry:
+		rn.m.o.Metrics.QueueAttempt(name, metrics.AttemptRetried)
+	default:
+		outcome := metrics.AttemptDeadLettered
+		if s.Reason != "exhausted" {
+			outcome = metrics.AttemptRejected
+		}
+		rn.m.o.Metrics.QueueAttempt(name, outcome)
+		rn.refresh()
+		rn.m.log.Warn("queue: event dead-lettered", "route", name, "key", l.Key, "id", l.EventID,
+			"reason", s.Reason, "status", s.Status, "attempts", j.Total)
+		if rn.m.o.OnDead != nil {
+			rn.m.o.OnDead(name, l.Key, l.EventID, s.Reason)
+		}
+	}
+}
+
+// settle records s, retrying a backend that does not answer until
+// deadline (just inside the lease), after which another instance may
+// take the entry over.
+func (rn *runner) settle(j Job, s Settlement, deadline time.Time) (Settled, error) {
+	wait := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		got, err := rn.m.o.Backend.Settle(ctx, rn.m.o.Consumer, j, s)
+		cancel()
+		if err == nil || !errors.Is(err, ErrUnavailable) || time.Now().Add(wait).After(deadline) {
+			return got, err
+		}
+		sleep(rn.work, wait)
+		if rn.work.Err() != nil {
+			return got, err
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func (rn *runner) forget(l Lease) {
+	rn.mu.Lock()
+	delete(rn.held, l.Entry)
+	rn.mu.Unlock()
+}

@@ -1,0 +1,816 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/clawgate/clawgate/store"
+)
+
+// Group is the consumer group every instance reads the ready streams with.
+const Group = "clawgate"
+
+// Redis keeps the queue in Redis, shared by every instance.
+//
+// A route's queue is split into shards (one by default); everything about
+// one event lives in its shard's Cluster slot, tag T = {q:ROUTE:SHARD},
+// so every state change is one Lua script:
+//
+//	PREFIX webhook_qkey:T<key>   hash: st (queued|dead|done), eid, tok, fp,
+//	                             n (copies), first, last (ms), qa (tries
+//	                             this round), qt (tries in all), rec
+//	                             (finished record); PX retention once
+//	                             finished or purged, no TTL before
+//	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; once
+//	                             dead-lettered also dlq (its DLQ entry id),
+//	                             reason, status, err, died, attempts
+//	PREFIX webhook_queue:T       stream of ready entries {e, t, k}, read by
+//	                             the consumer group "clawgate"
+//	PREFIX webhook_retry:T       zset "eid|tok|key" -> due (ms)
+//	PREFIX webhook_age:T         zset eid -> first seen (ms), every
+//	                             undelivered event: depth and lag
+//	PREFIX webhook_dlq:T         stream of dead-lettered events {e}; never
+//	                             trimmed
+//	PREFIX webhook_queue_meta:{q:ROUTE}  the route's shard count, fixed
+//	                             once set
+//
+// Nothing but a finished or purged key expires, and the DLQ is never
+// trimmed: Redis needs `maxmemory-policy noeviction` (the server warns at
+// start-up otherwise).
+type Redis struct {
+	client  redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+
+	mu     sync.RWMutex
+	shards map[string]int
+}
+
+var _ Backend = (*Redis)(nil)
+
+// NewRedis returns the queue on client, its keys under prefix; every call
+// is bounded by timeout.
+func NewRedis(client redis.UniversalClient, prefix string, timeout time.Duration) *Redis {
+	if timeout <= 0 {
+		timeout = store.DefaultOpTimeout
+	}
+	return &Redis{client: client, prefix: prefix, timeout: timeout, shards: map[string]int{}}
+}
+
+func (r *Redis) tag(route string, shard int) string {
+	return "{q:" + route + ":" + strconv.Itoa(shard) + "}"
+}
+
+func (r *Redis) keyHash(route string, shard int, key string) string {
+	return r.prefix + "webhook_qkey:" + r.tag(route, shard) + key
+}
+func (r *Redis) event(route string, shard int, eid string) string {
+	return r.prefix + "webhook_event:" + r.tag(route, shard) + eid
+}
+func (r *Redis) stream(route string, shard int) string {
+	return r.prefix + "webhook_queue:" + r.tag(route, shard)
+}
+func (r *Redis) retrySet(route string, shard int) string {
+	return r.prefix + "webhook_retry:" + r.tag(route, shard)
+}
+func (r *Redis) ageSet(route string, shard int) string {
+	return r.prefix + "webhook_age:" + r.tag(route, shard)
+}
+func (r *Redis) dlq(route string, shard int) string {
+	return r.prefix + "webhook_dlq:" + r.tag(route, shard)
+}
+
+func (r *Redis) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.timeout)
+}
+
+// fail wraps a Redis error as ErrUnavailable (or ErrCorrupt for a key of
+// the wrong type).
+func fail(op string, err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.Contains(rerr.Error(), "WRONGTYPE") {
+		return fmt.Errorf("queue: redis %s: %w: %v", op, ErrCorrupt, err)
+	}
+	return fmt.Errorf("queue: redis %s: %w: %v", op, ErrUnavailable, err)
+}
+
+func corrupt(op string, v any) error {
+	return fmt.Errorf("queue: redis %s: %w: reply %v", op, ErrCorrupt, v)
+}
+
+// Shards returns route's shard count (1 before Prepare).
+func (r *Redis) Shards(route string) int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if n := r.shards[route]; n > 0 {
+		return n
+	}
+	return 1
+}
+
+// Prepare records route's shard count in Redis the first time and refuses
+// another one later (keys would move to other shards and copies of a
+// queued event would be queued again), and creates the consumer group of
+// every shard. The shard count is used from the call on, even when Redis
+// does not answer (ErrUnavailable): the groups are then created when the
+// workers first read.
+func (r *Redis) Prepare(ctx context.Context, route string, shards int) error {
+	r.mu.Lock()
+	r.shards[route] = shards
+	r.mu.Unlock()
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	meta := r.prefix + "webhook_queue_meta:{q:" + route + "}"
+	if err := r.client.SetNX(ctx, meta, shards, 0).Err(); err != nil {
+		return fail("prepare", err)
+	}
+	got, err := r.client.Get(ctx, meta).Int()
+	if err != nil {
+		return fail("prepare", err)
+	}
+	if got != shards {
+		return fmt.Errorf("queue: route %q was queued with %d shards in Redis; queue.shards is %d: set it back (changing it needs the route's queue empty and %s deleted)", route, got, shards, meta)
+	}
+	for s := range shards {
+		if err := r.createGroup(ctx, route, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createGroup creates shard's consumer group (and stream), reading from
+// the stream's start; an existing group is left alone.
+func (r *Redis) createGroup(ctx context.Context, route string, shard int) error {
+	err := r.client.XGroupCreateMkStream(ctx, r.stream(route, shard), Group, "0").Err()
+	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		return fail("create group", err)
+	}
+	return nil
+}
+
+func (r *Redis) shardOf(route, key string) int {
+	n := r.Shards(route)
+	if n == 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
+}
+
+// newEventID names an event: its shard, a dash, 24 random hex digits.
+func newEventID(shard int) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return strconv.Itoa(shard) + "-" + hex.EncodeToString(b[:])
+}
+
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// shardOfID reads the shard out of an event id; ok false for an id this
+// queue never made.
+func shardOfID(id string, shards int) (int, bool) {
+	i := strings.IndexByte(id, '-')
+	if i <= 0 || len(id)-i-1 != 24 {
+		return 0, false
+	}
+	s, err := strconv.Atoi(id[:i])
+	if err != nil || s < 0 || s >= shards {
+		return 0, false
+	}
+	if _, err := hex.DecodeString(id[i+1:]); err != nil {
+		return 0, false
+	}
+	return s, true
+}
+
+var (
+	// KEYS: key hash, event, stream, age.
+	// ARGV: eid, tok, fp, now ms, payload, max depth, key.
+	// Reply: {0, n} enqueued; {1, n, eid, st, fp} pending; {2, n, rec}
+	// finished; {3} full.
+	enqueueScript = redis.NewScript(`
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'fp', 'rec')
+if h[1] == false and redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[6]) then
+  return {3}
+end
+local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+redis.call('HSET', KEYS[1], 'last', ARGV[4])
+if h[1] == 'done' then
+  return {2, n, h[4]}
+elseif h[1] then
+  return {1, n, h[2], h[1], h[3]}
+end
+redis.call('HSET', KEYS[1], 'st', 'queued', 'eid', ARGV[1], 'tok', ARGV[2], 'fp', ARGV[3], 'first', ARGV[4], 'qa', 0, 'qt', 0)
+redis.call('PERSIST', KEYS[1])
+redis.call('HSET', KEYS[2], 'key', ARGV[7], 'req', ARGV[5], 'first', ARGV[4])
+redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[7])
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
+return {0, n}
+`)
+	// KEYS: key hash, event, stream. ARGV: entry id, eid, tok.
+	// Reply: {0} leftover (dropped); {1, qa, qt, payload, first, fp}.
+	beginScript = redis.NewScript(`
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'fp')
+local ev = redis.call('HMGET', KEYS[2], 'req', 'first')
+if h[1] ~= 'queued' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] or not ev[1] then
+  redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
+  redis.call('XDEL', KEYS[3], ARGV[1])
+  return {0}
+end
+local qa = redis.call('HINCRBY', KEYS[1], 'qa', 1)
+local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
+return {1, qa, qt, ev[1], ev[2], h[4] or ''}
+`)
+	// KEYS: key hash, event, stream, retry, age, dlq.
+	// ARGV: entry id, consumer, tok, kind, now ms, key, then
+	//   done:  record, retention ms
+	//   retry: new tok, due ms
+	//   dead:  reason, status, error
+	// Reply: 1 recorded, 0 not the owner (nothing changed), -1 leftover
+	// (entry dropped, nothing recorded).
+	settleScript = redis.NewScript(`
+local p = redis.call('XPENDING', KEYS[3], 'clawgate', ARGV[1], ARGV[1], 1)
+if #p == 0 or p[1][2] ~= ARGV[2] then
+  return 0
+end
+redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
+redis.call('XDEL', KEYS[3], ARGV[1])
+local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'eid', 'qt')
+if h[1] ~= 'queued' or h[2] ~= ARGV[3] then
+  return -1
+end
+local eid = h[3]
+if ARGV[4] == 'done' then
+  redis.call('HSET', KEYS[1], 'st', 'done', 'rec', ARGV[7])
+  redis.call('HDEL', KEYS[1], 'tok')
+  redis.call('PEXPIRE', KEYS[1], ARGV[8])
+  redis.call('DEL', KEYS[2])
+  redis.call('ZREM', KEYS[5], eid)
+elseif ARGV[4] == 'retry' then
+  redis.call('HSET', KEYS[1], 'tok', ARGV[7])
+  redis.call('ZADD', KEYS[4], ARGV[8], eid .. '|' .. ARGV[7] .. '|' .. ARGV[6])
+else
+  redis.call('HSET', KEYS[1], 'st', 'dead')
+  redis.call('HDEL', KEYS[1], 'tok')
+  local id = redis.call('XADD', KEYS[6], '*', 'e', eid)
+  redis.call('HSET', KEYS[2], 'dlq', id, 'reason', ARGV[7], 'status', ARGV[8], 'err', ARGV[9], 'died', ARGV[5], 'attempts', h[4])
+  redis.call('ZREM', KEYS[5], eid)
+end
+return 1
+`)
+	// KEYS: retry, stream. ARGV: now ms, limit. Reply: entries promoted.
+	promoteScript = redis.NewScript(`
+local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
+for _, m in ipairs(due) do
+  local a = string.find(m, '|', 1, true)
+  local b = a and string.find(m, '|', a + 1, true)
+  if b then
+    redis.call('XADD', KEYS[2], '*', 'e', string.sub(m, 1, a - 1), 't', string.sub(m, a + 1, b - 1), 'k', string.sub(m, b + 1))
+  end
+  redis.call('ZREM', KEYS[1], m)
+end
+return #due
+`)
+	// KEYS: key hash, event, stream, dlq, age. ARGV: eid, new tok, key.
+	// Reply: 1 replayed, 0 not in the DLQ, -1 purged (no body).
+	replayScript = redis.NewScript(`
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid')
+local e = redis.call('HMGET', KEYS[2], 'dlq', 'first', 'req')
+if h[1] ~= 'dead' or h[2] ~= ARGV[1] or not e[1] then
+  return 0
+end
+redis.call('XDEL', KEYS[4], e[1])
+redis.call('HDEL', KEYS[2], 'dlq', 'reason', 'status', 'err', 'died', 'attempts')
+redis.call('HSET', KEYS[1], 'st', 'queued', 'tok', ARGV[2], 'qa', 0)
+redis.call('PERSIST', KEYS[1])
+redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
+redis.call('ZADD', KEYS[5], e[2], ARGV[1])
+return 1
+`)
+	// KEYS: key hash, event, dlq. ARGV: eid, retention ms.
+	// Reply: 1 purged, 0 not in the DLQ.
+	purgeScript = redis.NewScript(`
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid')
+local d = redis.call('HGET', KEYS[2], 'dlq')
+if not d or h[1] ~= 'dead' or h[2] ~= ARGV[1] then
+  return 0
+end
+redis.call('XDEL', KEYS[3], d)
+redis.call('DEL', KEYS[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+	// KEYS: key hash, event, age, dlq. ARGV: eid ("" when the key has no
+	// event). Deletes the key and its event; leftover entries are dropped
+	// by Begin or Settle.
+	cancelScript = redis.NewScript(`
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'eid') == ARGV[1] then
+  local d = redis.call('HGET', KEYS[2], 'dlq')
+  if d then
+    redis.call('XDEL', KEYS[4], d)
+  end
+  redis.call('DEL', KEYS[2])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
+redis.call('DEL', KEYS[1])
+return 1
+`)
+	// KEYS: key hash, retry, stream. ARGV: eid, new tok, key.
+	// Puts a queued event that is in neither the stream nor the retry set
+	// back (after Redis lost the stream). Reply: 1 requeued, 0 not queued.
+	requeueScript = redis.NewScript(`
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok')
+if h[1] ~= 'queued' or h[2] ~= ARGV[1] then
+  return 0
+end
+redis.call('ZREM', KEYS[2], ARGV[1] .. '|' .. h[3] .. '|' .. ARGV[3])
+redis.call('HSET', KEYS[1], 'tok', ARGV[2])
+redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
+return 1
+`)
+)
+
+// Enqueue implements Backend.
+func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error) {
+	shards := r.Shards(e.Route)
+	shard := r.shardOf(e.Route, e.Key)
+	eid := newEventID(shard)
+	perShard := (maxDepth + shards - 1) / shards
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	keys := []string{r.keyHash(e.Route, shard, e.Key), r.event(e.Route, shard, eid), r.stream(e.Route, shard), r.ageSet(e.Route, shard)}
+	res, err := enqueueScript.Run(ctx, r.client, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key).Slice()
+	if err != nil {
+		return Ack{}, fail("enqueue", err)
+	}
+	code, _ := elem[int64](res, 0)
+	copies, _ := elem[int64](res, 1)
+	switch code {
+	case 0:
+		return Ack{State: Enqueued, ID: eid, Fingerprint: e.Fingerprint, Copies: copies}, nil
+	case 1:
+		id, _ := elem[string](res, 2)
+		st, _ := elem[string](res, 3)
+		fp, _ := elem[string](res, 4)
+		return Ack{State: Pending, ID: id, Fingerprint: fp, Dead: st == "dead", Copies: copies}, nil
+	case 2:
+		rec, _ := elem[string](res, 2)
+		out, err := store.DecodeOutcome([]byte(rec))
+		if err != nil {
+			return Ack{}, fmt.Errorf("queue: redis enqueue %q: %w: %v", e.Key, ErrCorrupt, err)
+		}
+		return Ack{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: copies}, nil
+	case 3:
+		return Ack{State: Full}, nil
+	}
+	return Ack{}, corrupt("enqueue", res)
+}
+
+// elem returns res[i] as a T, ok false when absent or of another type.
+func elem[T any](res []any, i int) (T, bool) {
+	var zero T
+	if i >= len(res) {
+		return zero, false
+	}
+	v, ok := res[i].(T)
+	return v, ok
+}
+
+// Read implements Backend. A missing group (Redis lost the stream: a
+// restart without persistence, or someone deleted it) is created again
+// and what the route's key records say is still queued is put back; the
+// returned error says so, for the log.
+func (r *Redis) Read(ctx context.Context, route string, shard int, consumer string, n int, block time.Duration) ([]Lease, error) {
+	rctx, cancel := context.WithTimeout(ctx, block+r.timeout)
+	defer cancel()
+	q := r.stream(route, shard)
+	streams, err := r.client.XReadGroup(rctx, &redis.XReadGroupArgs{
+		Group: Group, Consumer: consumer, Streams: []string{q, ">"}, Count: int64(n), Block: block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "NOGROUP") {
+			return nil, r.recover(ctx, route, shard)
+		}
+		return nil, fail("read", err)
+	}
+	var out []Lease
+	for _, s := range streams {
+		out = append(out, r.leases(route, shard, s.Messages)...)
+	}
+	return out, nil
+}
+
+// ErrGroupLost: a ready stream or its consumer group was missing and has
+// been created again; events that were in it are requeued from their key
+// records.
+var ErrGroupLost = errors.New("queue: the ready stream's consumer group was missing (Redis lost data or the stream was deleted); created it again and requeued the route's queued events")
+
+// recover creates shard's group again and requeues every queued event
+// that is not waiting to retry; entries that survived are dropped as
+// leftovers when read, since requeueing mints new tokens.
+func (r *Redis) recover(ctx context.Context, route string, shard int) error {
+	cctx, cancel := r.ctx(ctx)
+	err := r.createGroup(cctx, route, shard)
+	cancel()
+	if err != nil {
+		return err
+	}
+	requeued := 0
+	var start int64
+	for {
+		cctx, cancel := r.ctx(ctx)
+		eids, err := r.client.ZRange(cctx, r.ageSet(route, shard), start, start+499).Result()
+		cancel()
+		if err != nil {
+			return fail("recover", err)
+		}
+		for _, eid := range eids {
+			cctx, cancel := r.ctx(ctx)
+			key, err := r.client.HGet(cctx, r.event(route, shard, eid), "key").Result()
+			if err == nil {
+				keys := []string{r.keyHash(route, shard, key), r.retrySet(route, shard), r.stream(route, shard)}
+				var n int64
+				n, err = requeueScript.Run(cctx, r.client, keys, eid, newToken(), key).Int64()
+				requeued += int(n)
+			}
+			cancel()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return fail("recover", err)
+			}
+		}
+		if len(eids) < 500 {
+			break
+		}
+		start += 500
+	}
+	return fmt.Errorf("%w (route %s, shard %d, %d requeued)", ErrGroupLost, route, shard, requeued)
+}
+
+func (r *Redis) leases(route string, shard int, msgs []redis.XMessage) []Lease {
+	out := make([]Lease, 0, len(msgs))
+	for _, m := range msgs {
+		l := Lease{Route: route, Shard: shard, Entry: m.ID}
+		l.EventID, _ = m.Values["e"].(string)
+		l.Token, _ = m.Values["t"].(string)
+		l.Key, _ = m.Values["k"].(string)
+		out = append(out, l) // a malformed entry fails Begin's fence and is dropped
+	}
+	return out
+}
+
+// Begin implements Backend.
+func (r *Redis) Begin(ctx context.Context, l Lease) (Job, bool, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard)}
+	res, err := beginScript.Run(ctx, r.client, keys, l.Entry, l.EventID, l.Token).Slice()
+	if err != nil {
+		return Job{}, false, fail("begin", err)
+	}
+	if code, _ := elem[int64](res, 0); code == 0 {
+		return Job{}, false, nil
+	}
+	qa, ok1 := elem[int64](res, 1)
+	qt, ok2 := elem[int64](res, 2)
+	req, ok3 := elem[string](res, 3)
+	first, ok4 := elem[string](res, 4)
+	fp, _ := elem[string](res, 5)
+	ms, err := strconv.ParseInt(first, 10, 64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || err != nil {
+		return Job{}, false, corrupt("begin", res)
+	}
+	return Job{Lease: l, Payload: []byte(req), FirstSeen: time.UnixMilli(ms), Fingerprint: fp, Try: qa, Total: qt}, true, nil
+}
+
+// Settle implements Backend.
+func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement) (Settled, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	l := j.Lease
+	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard),
+		r.retrySet(l.Route, l.Shard), r.ageSet(l.Route, l.Shard), r.dlq(l.Route, l.Shard)}
+	args := []any{l.Entry, consumer, l.Token, "", s.At.UnixMilli(), l.Key}
+	switch s.Kind {
+	case SettleDelivered:
+		rec, err := store.EncodeOutcome(s.Outcome)
+		if err != nil {
+			return 0, fmt.Errorf("queue: settle: %w", err)
+		}
+		args[3] = "done"
+		args = append(args, rec, max(1, s.Retention.Milliseconds()))
+	case SettleRetry:
+		args[3] = "retry"
+		args = append(args, newToken(), s.Due.UnixMilli())
+	default:
+		args[3] = "dead"
+		args = append(args, s.Reason, s.Status, s.Error)
+	}
+	n, err := settleScript.Run(ctx, r.client, keys, args...).Int64()
+	if err != nil {
+		return 0, fail("settle", err)
+	}
+	switch n {
+	case 1:
+		return Recorded, nil
+	case 0:
+		return NotOwner, nil
+	}
+	return Stale, nil
+}
+
+// Promote implements Backend.
+func (r *Redis) Promote(ctx context.Context, route string, shard int, now time.Time) (int, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	n, err := promoteScript.Run(ctx, r.client, []string{r.retrySet(route, shard), r.stream(route, shard)}, now.UnixMilli(), 100).Int64()
+	if err != nil {
+		return 0, fail("promote", err)
+	}
+	return int(n), nil
+}
+
+// Reclaim implements Backend with XAUTOCLAIM, which moves ownership
+// atomically: the former owner's Settle then finds it is not the owner.
+func (r *Redis) Reclaim(ctx context.Context, route string, shard int, consumer string, idle time.Duration) ([]Lease, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	msgs, _, err := r.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream: r.stream(route, shard), Group: Group, Consumer: consumer, MinIdle: idle, Start: "0-0", Count: 100,
+	}).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "NOGROUP") {
+			return nil, nil // Read recreates the group
+		}
+		return nil, fail("reclaim", err)
+	}
+	return r.leases(route, shard, msgs), nil
+}
+
+// HandBack implements Backend: each lease is marked idle for idle, so the
+// next XAUTOCLAIM of any instance takes it.
+func (r *Redis) HandBack(ctx context.Context, consumer string, leases []Lease, idle time.Duration) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	var errs []error
+	for _, l := range leases {
+		err := r.client.Do(ctx, "XCLAIM", r.stream(l.Route, l.Shard), Group, consumer, 0, l.Entry,
+			"IDLE", idle.Milliseconds(), "JUSTID").Err()
+		if err != nil {
+			errs = append(errs, fail("hand back", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stats implements Backend.
+func (r *Redis) Stats(ctx context.Context, route string) (Stats, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	shards := r.Shards(route)
+	pipe := r.client.Pipeline()
+	depth := make([]*redis.IntCmd, shards)
+	dlq := make([]*redis.IntCmd, shards)
+	oldest := make([]*redis.ZSliceCmd, shards)
+	for s := range shards {
+		depth[s] = pipe.ZCard(ctx, r.ageSet(route, s))
+		dlq[s] = pipe.XLen(ctx, r.dlq(route, s))
+		oldest[s] = pipe.ZRangeWithScores(ctx, r.ageSet(route, s), 0, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Stats{}, fail("stats", err)
+	}
+	var st Stats
+	for s := range shards {
+		st.Depth += depth[s].Val()
+		st.DLQ += dlq[s].Val()
+		if z := oldest[s].Val(); len(z) == 1 {
+			t := time.UnixMilli(int64(z[0].Score))
+			if st.Oldest.IsZero() || t.Before(st.Oldest) {
+				st.Oldest = t
+			}
+		}
+	}
+	return st, nil
+}
+
+// ListDLQ implements Backend. The cursor is the DLQ stream id of the last
+// entry listed; shards are merged in id (time) order.
+func (r *Redis) ListDLQ(ctx context.Context, route, cursor string, limit int) ([]DeadEntry, string, error) {
+	start := "-"
+	if cursor != "" {
+		if _, _, ok := parseStreamID(cursor); !ok {
+			return nil, "", fmt.Errorf("%w: cursor %q", ErrBadCursor, clip(cursor))
+		}
+		start = "(" + cursor
+	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	type item struct {
+		shard int
+		msg   redis.XMessage
+	}
+	var all []item
+	for s := range r.Shards(route) {
+		msgs, err := r.client.XRangeN(ctx, r.dlq(route, s), start, "+", int64(limit+1)).Result()
+		if err != nil {
+			return nil, "", fail("list dlq", err)
+		}
+		for _, m := range msgs {
+			all = append(all, item{s, m})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return streamIDLess(all[i].msg.ID, all[j].msg.ID) })
+	next := ""
+	if len(all) > limit {
+		all = all[:limit]
+		next = all[limit-1].msg.ID
+	}
+	pipe := r.client.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(all))
+	for i, it := range all {
+		eid, _ := it.msg.Values["e"].(string)
+		cmds[i] = pipe.HGetAll(ctx, r.event(route, it.shard, eid))
+	}
+	if len(all) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, "", fail("list dlq", err)
+		}
+	}
+	out := make([]DeadEntry, 0, len(all))
+	for i, it := range all {
+		h := cmds[i].Val()
+		e := DeadEntry{Key: h["key"], Reason: h["reason"], Error: h["err"]}
+		e.ID, _ = it.msg.Values["e"].(string)
+		e.Status, _ = strconv.Atoi(h["status"])
+		e.Attempts, _ = strconv.ParseInt(h["attempts"], 10, 64)
+		e.FirstSeen = millis(h["first"])
+		e.DiedAt = millis(h["died"])
+		out = append(out, e)
+	}
+	return out, next, nil
+}
+
+// ErrBadCursor: a DLQ listing cursor this queue never returned.
+var ErrBadCursor = errors.New("queue: bad cursor")
+
+func millis(s string) time.Time {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func parseStreamID(id string) (ms, seq uint64, ok bool) {
+	a, b, found := strings.Cut(id, "-")
+	if !found {
+		return 0, 0, false
+	}
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	return ms, seq, err1 == nil && err2 == nil
+}
+
+func streamIDLess(a, b string) bool {
+	am, as, _ := parseStreamID(a)
+	bm, bs, _ := parseStreamID(b)
+	return am < bm || am == bm && as < bs
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// locate finds a DLQ event's shard and key.
+func (r *Redis) locate(ctx context.Context, route, id string) (int, string, error) {
+	shard, ok := shardOfID(id, r.Shards(route))
+	if !ok {
+		return 0, "", ErrNotFound
+	}
+	key, err := r.client.HGet(ctx, r.event(route, shard, id), "key").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, "", ErrNotFound
+	}
+	if err != nil {
+		return 0, "", fail("locate", err)
+	}
+	return shard, key, nil
+}
+
+// Replay implements Backend.
+func (r *Redis) Replay(ctx context.Context, route, id string) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	shard, key, err := r.locate(ctx, route, id)
+	if err != nil {
+		return err
+	}
+	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard)}
+	n, err := replayScript.Run(ctx, r.client, keys, id, newToken(), key).Int64()
+	if err != nil {
+		return fail("replay", err)
+	}
+	if n != 1 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Purge implements Backend.
+func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Duration) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	shard, key, err := r.locate(ctx, route, id)
+	if err != nil {
+		return err
+	}
+	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard)}
+	n, err := purgeScript.Run(ctx, r.client, keys, id, max(1, retention.Milliseconds())).Int64()
+	if err != nil {
+		return fail("purge", err)
+	}
+	if n != 1 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Get implements Backend.
+func (r *Redis) Get(ctx context.Context, route, key string) (KeyState, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	return r.get(ctx, route, r.shardOf(route, key), key)
+}
+
+func (r *Redis) get(ctx context.Context, route string, shard int, key string) (KeyState, error) {
+	v, err := r.client.HMGet(ctx, r.keyHash(route, shard, key), "st", "eid", "n", "first", "last", "qt", "fp", "rec").Result()
+	if err != nil {
+		return KeyState{}, fail("get", err)
+	}
+	f := make([]string, len(v))
+	for i, x := range v {
+		f[i], _ = x.(string)
+	}
+	ks := KeyState{State: StateAbsent}
+	switch f[0] {
+	case "":
+		return ks, nil
+	case "queued":
+		ks.State = StateQueued
+	case "dead":
+		ks.State = StateDeadLettered
+	case "done":
+		ks.State = StateFinished
+		out, err := store.DecodeOutcome([]byte(f[7]))
+		if err != nil {
+			return ks, fmt.Errorf("queue: redis get %q: %w: %v", key, ErrCorrupt, err)
+		}
+		ks.Status = out.Status
+	default:
+		return ks, fmt.Errorf("queue: redis get %q: %w: state %q", key, ErrCorrupt, clip(f[0]))
+	}
+	ks.EventID, ks.Fingerprint = f[1], f[6]
+	ks.Copies, _ = strconv.ParseInt(f[2], 10, 64)
+	ks.Attempts, _ = strconv.ParseInt(f[5], 10, 64)
+	ks.FirstSeen, ks.LastSeen = millis(f[3]), millis(f[4])
+	return ks, nil
+}
+
+// Delete implements Backend.
+func (r *Redis) Delete(ctx context.Context, route, key string) (KeyState, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	shard := r.shardOf(route, key)
+	ks, err := r.get(ctx, route, shard, key)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return ks, err
+	}
+	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard)}
+	if err := cancelScript.Run(ctx, r.client, keys, ks.EventID).Err(); err != nil {
+		return ks, fail("delete", err)
+	}
+	return ks, nil
+}
