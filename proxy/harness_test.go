@@ -23,6 +23,7 @@ import (
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
+	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -99,6 +100,7 @@ type harnessConf struct {
 	writeTimeout time.Duration
 	server       func(*http.Server)
 	tracer       trace.Tracer
+	queue        queue.Backend
 }
 
 func withRouteYAML(extra string) harnessOpt  { return func(c *harnessConf) { c.extra = extra } }
@@ -110,6 +112,9 @@ func withWriteTimeout(d time.Duration) harnessOpt {
 }
 func withServer(f func(*http.Server)) harnessOpt { return func(c *harnessConf) { c.server = f } }
 func withTracer(tr trace.Tracer) harnessOpt      { return func(c *harnessConf) { c.tracer = tr } }
+
+// withQueue runs the config's delivery: queue routes on b.
+func withQueue(b queue.Backend) harnessOpt { return func(c *harnessConf) { c.queue = b } }
 
 func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -148,14 +153,38 @@ func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *ha
 	if st == nil {
 		st = store.NewMemory(store.MemoryOptions{MaxKeys: 10000})
 	}
+	m := metrics.New(h.reg)
+	log := slog.New(slog.NewJSONHandler(h.logs, nil))
+	var qm *queue.Manager
+	var q proxy.Queue
+	if hc.queue != nil {
+		qm = queue.New(queue.Options{Backend: hc.queue, Metrics: m, Log: log, PromoteEvery: 5 * time.Millisecond, Block: 50 * time.Millisecond})
+		q = qm
+	}
 	h.gw = proxy.New(cfg, proxy.Options{
 		Store:        st,
-		Metrics:      metrics.New(h.reg),
-		Logger:       slog.New(slog.NewJSONHandler(h.logs, nil)),
+		Metrics:      m,
+		Logger:       log,
 		Alerter:      hc.alerter,
 		WriteTimeout: hc.writeTimeout,
 		Tracer:       hc.tracer,
+		Queue:        q,
 	})
+	if qm != nil {
+		qm.SetSender(h.gw)
+		var routes []queue.Route
+		for _, r := range cfg.Routes {
+			if r.Queued() {
+				routes = append(routes, queue.Route{Name: r.Name, Workers: r.Workers, MaxDepth: cfg.Queue.MaxDepth,
+					Retention: r.Retention, LockTTL: cfg.Dedupe.LockTTL, Shards: 1,
+					Retry: queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max}})
+			}
+		}
+		if err := qm.Apply(t.Context(), routes); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qm.Close(time.Second) })
+	}
 	h.srv = httptest.NewUnstartedServer(h.gw)
 	if hc.server != nil {
 		hc.server(h.srv.Config)
