@@ -52,6 +52,9 @@ type Redis struct {
 	client  redis.UniversalClient
 	prefix  string
 	timeout time.Duration
+	// run sends one script; by default straight to client, or through
+	// the store's batcher (UseBatcher).
+	run ScriptRunner
 
 	mu     sync.RWMutex
 	shards map[string]int
@@ -65,8 +68,21 @@ func NewRedis(client redis.UniversalClient, prefix string, timeout time.Duration
 	if timeout <= 0 {
 		timeout = store.DefaultOpTimeout
 	}
-	return &Redis{client: client, prefix: prefix, timeout: timeout, shards: map[string]int{}}
+	r := &Redis{client: client, prefix: prefix, timeout: timeout, shards: map[string]int{}}
+	r.run = func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+		return s.Run(ctx, client, keys, args...)
+	}
+	return r
 }
+
+// ScriptRunner runs one Lua script (EVALSHA, loading it when Redis does
+// not know it).
+type ScriptRunner func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
+
+// UseBatcher sends the scripts of concurrent deliveries through run (the
+// store's pipelining batcher) instead of one round trip each; every
+// script stays one atomic call. Call it before use.
+func (r *Redis) UseBatcher(run ScriptRunner) { r.run = run }
 
 func (r *Redis) tag(route string, shard int) string {
 	return "{q:" + route + ":" + strconv.Itoa(shard) + "}"
@@ -356,7 +372,7 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(e.Route, shard, e.Key), r.event(e.Route, shard, eid), r.stream(e.Route, shard), r.ageSet(e.Route, shard)}
-	res, err := enqueueScript.Run(ctx, r.client, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key).Slice()
+	res, err := r.run(ctx, enqueueScript, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key).Slice()
 	if err != nil {
 		return Ack{}, fail("enqueue", err)
 	}
@@ -450,7 +466,7 @@ func (r *Redis) recover(ctx context.Context, route string, shard int) error {
 			if err == nil {
 				keys := []string{r.keyHash(route, shard, key), r.retrySet(route, shard), r.stream(route, shard)}
 				var n int64
-				n, err = requeueScript.Run(cctx, r.client, keys, eid, newToken(), key).Int64()
+				n, err = r.run(cctx, requeueScript, keys, eid, newToken(), key).Int64()
 				requeued += int(n)
 			}
 			cancel()
@@ -483,7 +499,7 @@ func (r *Redis) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard)}
-	res, err := beginScript.Run(ctx, r.client, keys, l.Entry, l.EventID, l.Token).Slice()
+	res, err := r.run(ctx, beginScript, keys, l.Entry, l.EventID, l.Token).Slice()
 	if err != nil {
 		return Job{}, false, fail("begin", err)
 	}
@@ -525,7 +541,7 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 		args[3] = "dead"
 		args = append(args, s.Reason, s.Status, s.Error)
 	}
-	n, err := settleScript.Run(ctx, r.client, keys, args...).Int64()
+	n, err := r.run(ctx, settleScript, keys, args...).Int64()
 	if err != nil {
 		return 0, fail("settle", err)
 	}
@@ -542,7 +558,7 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 func (r *Redis) Promote(ctx context.Context, route string, shard int, now time.Time) (int, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	n, err := promoteScript.Run(ctx, r.client, []string{r.retrySet(route, shard), r.stream(route, shard)}, now.UnixMilli(), 100).Int64()
+	n, err := r.run(ctx, promoteScript, []string{r.retrySet(route, shard), r.stream(route, shard)}, now.UnixMilli(), 100).Int64()
 	if err != nil {
 		return 0, fail("promote", err)
 	}
@@ -729,7 +745,7 @@ func (r *Redis) Replay(ctx context.Context, route, id string) error {
 		return err
 	}
 	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard)}
-	n, err := replayScript.Run(ctx, r.client, keys, id, newToken(), key).Int64()
+	n, err := r.run(ctx, replayScript, keys, id, newToken(), key).Int64()
 	if err != nil {
 		return fail("replay", err)
 	}
@@ -748,7 +764,7 @@ func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Dura
 		return err
 	}
 	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard)}
-	n, err := purgeScript.Run(ctx, r.client, keys, id, max(1, retention.Milliseconds())).Int64()
+	n, err := r.run(ctx, purgeScript, keys, id, max(1, retention.Milliseconds())).Int64()
 	if err != nil {
 		return fail("purge", err)
 	}
@@ -809,7 +825,7 @@ func (r *Redis) Delete(ctx context.Context, route, key string) (KeyState, error)
 		return ks, err
 	}
 	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard)}
-	if err := cancelScript.Run(ctx, r.client, keys, ks.EventID).Err(); err != nil {
+	if err := r.run(ctx, cancelScript, keys, ks.EventID).Err(); err != nil {
 		return ks, fail("delete", err)
 	}
 	return ks, nil

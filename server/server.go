@@ -378,6 +378,7 @@ func deadline(ctx context.Context) time.Time {
 // redisClient is a store on Redis whose client the queue shares.
 type redisClient interface {
 	Client() redis.UniversalClient
+	RunScript(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
 	KeyPrefix() string
 	OpTimeout() time.Duration
 }
@@ -397,7 +398,9 @@ func openQueue(cfg *config.Config, st store.Store, log *slog.Logger) (queue.Back
 		if !ok {
 			return nil, fmt.Errorf("queue.backend: redis needs the store on Redis")
 		}
-		return queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout()), nil
+		q := queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
+		q.UseBatcher(rc.RunScript)
+		return q, nil
 	default:
 		if queued > 0 {
 			log.Warn("memory queue: queued events are kept in this process only and lost when it stops; use store.backend: redis to keep them", "queue_routes", queued)

@@ -634,6 +634,12 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 // lives in the same Redis.
 func (r *Redis) Client() redis.UniversalClient { return r.client }
 
+// RunScript runs one Lua script through the store's batcher: concurrent
+// calls share pipelines, each script stays one atomic EVALSHA.
+func (r *Redis) RunScript(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return r.batch.run(ctx, s, keys, args...)
+}
+
 // KeyPrefix is what every key of the store starts with.
 func (r *Redis) KeyPrefix() string { return r.prefix }
 

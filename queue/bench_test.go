@@ -1,0 +1,75 @@
+package queue
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/store/redistest"
+)
+
+// benchPayload is a 1 KiB stored request, about what a webhook weighs.
+var benchPayload = make([]byte, 1024)
+
+func benchBackends(b *testing.B) map[string]Backend {
+	addr := redistest.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	b.Cleanup(func() { c.Close() })
+	r := NewRedis(c, "bench:", time.Second)
+	if err := r.Prepare(context.Background(), "orders", 1); err != nil {
+		b.Fatal(err)
+	}
+	return map[string]Backend{"memory": NewMemory(), "redis": r}
+}
+
+// BenchmarkQueueEnqueue is the acknowledgement's cost: one new event
+// stored with its key's claim.
+func BenchmarkQueueEnqueue(b *testing.B) {
+	for name, be := range benchBackends(b) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			now := time.Now()
+			for i := 0; b.Loop(); i++ {
+				ack, err := be.Enqueue(ctx, Entry{Route: "orders", Key: "k" + strconv.Itoa(i), Fingerprint: "fp", Payload: benchPayload, FirstSeen: now}, 1<<30)
+				if err != nil || ack.State != Enqueued {
+					b.Fatal(ack, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkQueueCycle is one event's whole life on the queue: enqueue,
+// read, begin, settle as delivered.
+func BenchmarkQueueCycle(b *testing.B) {
+	for name, be := range benchBackends(b) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			now := time.Now()
+			out := store.Outcome{Status: 200, ContentType: "application/json", Body: []byte(`{"ok":true}`)}
+			for i := 0; b.Loop(); i++ {
+				if _, err := be.Enqueue(ctx, Entry{Route: "orders", Key: "c" + strconv.Itoa(i), Fingerprint: "fp", Payload: benchPayload, FirstSeen: now}, 1<<30); err != nil {
+					b.Fatal(err)
+				}
+				ls, err := be.Read(ctx, "orders", 0, "bench", 1, time.Second)
+				if err != nil || len(ls) != 1 {
+					b.Fatal(ls, err)
+				}
+				j, ok, err := be.Begin(ctx, ls[0])
+				if err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+				got, err := be.Settle(ctx, "bench", j, Settlement{Kind: SettleDelivered, Outcome: out, Retention: time.Hour, At: now})
+				if err != nil || got != Recorded {
+					b.Fatal(got, err)
+				}
+			}
+		})
+	}
+}
