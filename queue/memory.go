@@ -307,6 +307,7 @@ func (m *Memory) Stats(_ context.Context, route string) (Stats, error) {
 
 // ListDLQ implements Backend; the cursor is the last entry's sequence.
 func (m *Memory) ListDLQ(_ context.Context, route, cursor string, limit int) ([]DeadEntry, string, error) {
+	limit = max(limit, 1)
 	var after uint64
 	if cursor != "" {
 		v, err := strconv.ParseUint(cursor, 10, 64)

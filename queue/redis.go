@@ -632,6 +632,7 @@ func (r *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 // ListDLQ implements Backend. The cursor is the DLQ stream id of the last
 // entry listed; shards are merged in id (time) order.
 func (r *Redis) ListDLQ(ctx context.Context, route, cursor string, limit int) ([]DeadEntry, string, error) {
+	limit = max(limit, 1)
 	start := "-"
 	if cursor != "" {
 		if _, _, ok := parseStreamID(cursor); !ok {

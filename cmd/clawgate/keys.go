@@ -131,10 +131,21 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 // describeReset says in one line that a key was reset and what the store
 // forgot, e.g. "reset orders evt_1: forgot finished (status 200, 5
 // attempts); the next delivery is forwarded".
+//
+// On a delivery: queue route (the key has an event ID) the next delivery
+// is queued as a new event, and a queued or dead-lettered event is
+// dropped with the key.
 func describeReset(route, key string, was admin.KeyState) string {
 	head := fmt.Sprintf("reset %s %s: ", route, key)
-	const next = "the next delivery is forwarded"
+	next := "the next delivery is forwarded"
+	if was.ID != "" {
+		next = "the next delivery is queued as a new event"
+	}
 	switch was.State {
+	case "queued":
+		return head + fmt.Sprintf("forgot queued (event %s, %s); its delivery is cancelled, and %s", was.ID, plural(was.Attempts, "attempt"), next)
+	case "dead_lettered":
+		return head + fmt.Sprintf("forgot dead_lettered (event %s, %s); it is dropped from the DLQ, and %s", was.ID, plural(was.Attempts, "attempt"), next)
 	case "absent":
 		return head + "nothing to forget (the key was absent); " + next
 	case "in_flight":

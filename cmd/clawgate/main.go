@@ -2,7 +2,7 @@
 // delivery's signature, forwards exactly one copy of each event to the
 // service behind it, and answers retries and duplicates itself.
 //
-// Usage: clawgate [serve|check|demo|simulate|keys|echo|version] [flags]
+// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|version] [flags]
 package main
 
 import (
@@ -44,6 +44,12 @@ var commands = []command{
 		"get shows a key's state, attempts and stored status. reset forgets the key,\n" +
 			"so that its next delivery is forwarded to the upstream again. The admin\n" +
 			"token is read from $CLAWGATE_ADMIN_TOKEN."},
+	{"dlq", "list|replay|purge [flags] ROUTE [ID]", "list, replay or purge the dead-lettered events of a delivery: queue route",
+		"list prints a queue route's dead-letter queue, one page (-all: every page).\n" +
+			"replay ROUTE ID queues one event again; replay -all ROUTE replays the whole\n" +
+			"DLQ at queue.replay_rate events per second and follows it (Ctrl-C cancels\n" +
+			"it; what was replayed stays replayed). purge ROUTE ID drops one event; its\n" +
+			"key stays dead-lettered. The admin token is read from $CLAWGATE_ADMIN_TOKEN."},
 	{"echo", "[flags]", "run a tiny upstream that logs and counts what it receives",
 		"Answer every request 200 with a small JSON body, and log each one with its\n" +
 			"idempotency key, attempt and request id."},
@@ -104,6 +110,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdSimulate(args, stdout, stderr)
 	case "keys":
 		return cmdKeys(args, stdout, stderr)
+	case "dlq":
+		return cmdDLQ(args, stdout, stderr)
 	case "echo":
 		return cmdEcho(args, stderr)
 	case "health":
