@@ -4,8 +4,13 @@
 #
 # Targets: direct to the upstream, Nginx (plain proxy_pass, upstream
 # keep-alive, worker_processes auto), clawgate on the memory store, clawgate
-# on Redis. Cases: unique signed deliveries, pure duplicates, an 80/20 mix;
-# then a fixed-rate latency case and the memory store's bytes per key.
+# on Redis, and clawgate on Redis with `delivery: queue` (answers 202 once the
+# event is stored; workers forward it in the background: its req/s are
+# acknowledgements, and after each run the script waits for the queue to
+# drain before the next). Cases: unique signed deliveries, pure duplicates,
+# an 80/20 mix; then a fixed-rate latency case (with, for the queue, the
+# accepted-to-delivered delay from the gateway's histogram) and the memory
+# store's bytes per key.
 # Method and results: docs/benchmarks.md.
 #
 # Knobs (environment):
@@ -21,7 +26,9 @@
 #                     dir (as run in production); "null": clawgate to
 #                     /dev/null and Nginx's access_log off
 #   BENCH_CASES="unique dup mix"
-#   BENCH_TARGETS="direct nginx clawgate-memory clawgate-redis"
+#   BENCH_TARGETS="direct nginx clawgate-memory clawgate-redis clawgate-redis-queue"
+#   QUEUE_DRAIN=60    seconds to wait, after each run against the queue
+#                     target, for every accepted event to be delivered
 #   BENCH_DOC         markdown output (default docs/benchmarks.md; none in
 #                     quick mode); BENCH_RESULTS=FILE keeps the raw lines
 #   BENCH_QUICK=1     smoke run: 1 round of 2 s, 3 s fixed rate, 100k keys
@@ -55,7 +62,8 @@ RATE_ROUNDS=${RATE_ROUNDS:-$ROUNDS}
 MEMKEY_KEYS=${MEMKEY_KEYS:-1000000}
 BENCH_LOGS=${BENCH_LOGS:-file}
 BENCH_CASES=${BENCH_CASES:-unique dup mix}
-BENCH_TARGETS=${BENCH_TARGETS:-direct nginx clawgate-memory clawgate-redis}
+BENCH_TARGETS=${BENCH_TARGETS:-direct nginx clawgate-memory clawgate-redis clawgate-redis-queue}
+QUEUE_DRAIN=${QUEUE_DRAIN:-60}
 BENCH_DOC=${BENCH_DOC-$ROOT/docs/benchmarks.md}
 # Paths given by the caller are relative to where run.sh was started.
 [[ -n $BENCH_DOC && $BENCH_DOC != /* ]] && BENCH_DOC=$CALLER_PWD/$BENCH_DOC
@@ -67,7 +75,7 @@ die() {
 	exit 1
 }
 
-for v in ROUNDS DURATION CONNECTIONS THREADS RATE RATE_DURATION; do
+for v in ROUNDS DURATION CONNECTIONS THREADS RATE RATE_DURATION QUEUE_DRAIN; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v=${!v} must be a positive integer"
 done
 [[ $RATE_ROUNDS =~ ^[0-9]+$ ]] || die "RATE_ROUNDS=$RATE_ROUNDS must be an integer (0: no fixed-rate case)"
@@ -82,7 +90,7 @@ case $BENCH_LOGS in file | null) ;; *) die "BENCH_LOGS=$BENCH_LOGS: file or null
 for c in $BENCH_CASES; do case $c in unique | dup | mix) ;; *) die "unknown case $c in BENCH_CASES" ;; esac; done
 read -r -a TARGETS <<<"$BENCH_TARGETS"
 for t in "${TARGETS[@]}"; do
-	case $t in direct | nginx | clawgate-memory | clawgate-redis) ;; *) die "unknown target $t in BENCH_TARGETS" ;; esac
+	case $t in direct | nginx | clawgate-memory | clawgate-redis | clawgate-redis-queue) ;; *) die "unknown target $t in BENCH_TARGETS" ;; esac
 done
 
 if [[ -n ${BENCH_NICE:-} ]]; then
@@ -241,7 +249,7 @@ if [[ " ${TARGETS[*]} " == *" nginx "* ]]; then
 fi
 
 REDIS_PID=""
-if [[ " ${TARGETS[*]} " == *" clawgate-redis "* ]]; then
+if [[ " ${TARGETS[*]} " == *" clawgate-redis "* || " ${TARGETS[*]} " == *" clawgate-redis-queue "* ]]; then
 	mkdir -p "$TMP/redis"
 	redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
 		--dir "$TMP/redis" --logfile "$TMP/redis/redis.log" --daemonize no &
@@ -260,11 +268,16 @@ redis_flush() {
 
 # --- clawgate --------------------------------------------------------------
 
-write_config() { # memory|redis
-	local store="backend: memory"
-	[[ $1 == redis ]] && store="backend: redis
+write_config() { # memory|redis|redis-queue
+	local store="backend: memory" queue="" delivery=""
+	[[ $1 == redis* ]] && store="backend: redis
   redis:
     addrs: [\"127.0.0.1:$REDIS_PORT\"]"
+	# The queue: 202 once stored, the default 8 workers forward; max_depth
+	# far above what one run sends, so no run is ever answered 503 for it.
+	[[ $1 == redis-queue ]] && queue="queue:
+  max_depth: 10000000" && delivery="
+    delivery: queue"
 	cat >"$TMP/clawgate-$1.yaml" <<EOF
 # Written by bench/run.sh; everything not shown is at its default.
 listen: "127.0.0.1:$CG_PORT"
@@ -272,10 +285,11 @@ admin:
   listen: "127.0.0.1:$CG_ADMIN_PORT"
 store:
   $store
+$queue
 routes:
   - name: bench
     match: { path: /webhook/bench, methods: [POST] }
-    upstream: http://$UP_ADDR
+    upstream: http://$UP_ADDR$delivery
     dedupe: { mode: enforce }
     idempotency:
       required: true
@@ -294,11 +308,12 @@ EOF
 }
 write_config memory
 write_config redis
+write_config redis-queue
 
 CG_PID=""
 CG_LOG=$TMP/clawgate.log
 [[ $BENCH_LOGS == null ]] && CG_LOG=/dev/null
-start_clawgate() { # memory|redis
+start_clawgate() { # memory|redis|redis-queue
 	"$TMP/clawgate" serve -config "$TMP/clawgate-$1.yaml" -grace 2s 2>"$CG_LOG" &
 	CG_PID=$!
 	PIDS+=("$CG_PID")
@@ -323,8 +338,8 @@ setup_target() {
 		PROXY_PIDS=("${NGINX_PIDS[@]}")
 		[[ $BENCH_LOGS == file ]] && { LOGFILE=$ND/access.log; : >"$LOGFILE"; }
 		;;
-	clawgate-memory | clawgate-redis)
-		if [[ $1 == clawgate-redis ]]; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
+	clawgate-memory | clawgate-redis | clawgate-redis-queue)
+		if [[ $1 == clawgate-redis* ]]; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
 		start_clawgate "${1#clawgate-}"
 		URL=http://127.0.0.1:$CG_PORT
 		PROXY_PIDS=("$CG_PID")
@@ -339,6 +354,31 @@ preflight() { # INDEX
 }
 
 size_of() { if [[ -n $1 && -f $1 ]]; then stat -c %s "$1"; else echo 0; fi; }
+
+# queue_drain TARGET SINCE: on the queue target, waits (at most QUEUE_DRAIN s
+# from SINCE, the end of the load run) until every event the gateway accepted
+# is delivered, polling the admin /metrics, so that no background delivery of
+# this run goes on into the next one. Sets QUEUE_FIELDS to what bench/cmd/promq
+# read (queued, delivered, drained, drain_ms, the accepted-to-delivered delay's
+# p50 and p99 from the histogram), "" on the other targets; queue_print shows
+# them.
+queue_drain() {
+	local out
+	QUEUE_FIELDS=""
+	[[ $1 == clawgate-redis-queue ]] || return 0
+	out=$("$BIN/promq" -url "http://127.0.0.1:$CG_ADMIN_PORT/metrics" -route bench \
+		-drain "${QUEUE_DRAIN}s" -since "${2/,/.}" 2>&1) || die "promq failed on $1: $out"
+	out=$(grep '^PROMQ ' <<<"$out") || die "promq printed no result on $1"
+	QUEUE_FIELDS=${out#PROMQ }
+}
+queue_print() {
+	[[ -n $QUEUE_FIELDS ]] || return 0
+	awk '{
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		printf "[bench]   queue: %s accepted, %s delivered, %s %.1f s after the run; accepted to delivered p50 %.2f ms, p99 %.2f ms (histogram)\n",
+			v["queued"], v["delivered"], (v["drained"] == 1 ? "drained" : "NOT drained, gave up"), v["drain_ms"]/1000,
+			v["delay_p50_us"]/1000, v["delay_p99_us"]/1000 }' <<<"$QUEUE_FIELDS" >&2
+}
 
 # --- one wrk run -----------------------------------------------------------
 
@@ -365,6 +405,7 @@ run_wrk() { # ROUND CASE TARGET
 	up1=$(ticks "$UP_PID")
 	rd1=$(ticks $REDIS_PID)
 	m1=$(machine)
+	queue_drain "$TARGET" "$t1" # after the CPU readings: the wrk window's accounting is not changed by it
 	line=$(grep '^BENCH ' "$TMP/wrk.out") || die "wrk printed no result for $TARGET: $(cat "$TMP/wrk.out")"
 	line=${line#BENCH }
 	local dur req log1
@@ -393,11 +434,12 @@ run_wrk() { # ROUND CASE TARGET
 				awk '$1 !~ /^2/ { n[$1]++ } END { for (s in n) printf "%s%s:%d", (i++ ? "," : ""), s, n[s] }')
 		fi
 	fi
-	echo "kind=wrk round=$round case=$case target=$TARGET $line $cpu${statuses:+ statuses=$statuses}" >>"$RESULTS"
+	echo "kind=wrk round=$round case=$case target=$TARGET $line $cpu${statuses:+ statuses=$statuses}${QUEUE_FIELDS:+ $QUEUE_FIELDS}" >>"$RESULTS"
 	awk -v r="$round/$ROUNDS" -v c="$case" -v t="$TARGET" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		printf "[bench] round %s  %-6s  %-15s  %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  >=400: %s  cpu: proxy %s%% others %s%%\n",
+		printf "[bench] round %s  %-6s  %-20s  %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  >=400: %s  cpu: proxy %s%% others %s%%\n",
 			r, c, t, v["rps"], v["p50_us"]/1000, v["p99_us"]/1000, v["status_err"], v["cpu_proxy"], v["cpu_others"] }' <<<"$line $cpu" >&2
+	queue_print
 	[[ -n $LOGFILE && $LOGFILE != "$CG_LOG" ]] && : >"$LOGFILE"
 	return 0
 }
@@ -409,13 +451,15 @@ run_rate() { # ROUND TARGET
 	timeout -k 5 $((RATE_DURATION + 60)) "$BIN/rate" -url "$URL" -requests "$REQ" -rate "$RATE" \
 		-duration "${RATE_DURATION}s" -warmup 1s -conns 64 >"$TMP/rate.out" 2>&1 ||
 		die "rate failed on $TARGET: $(cat "$TMP/rate.out")"
+	queue_drain "$TARGET" "$EPOCHREALTIME"
 	line=$(grep '^RATE ' "$TMP/rate.out") || die "rate printed no result for $TARGET: $(cat "$TMP/rate.out")"
 	line=${line#RATE }
-	echo "kind=rate round=$round target=$TARGET $line" >>"$RESULTS"
+	echo "kind=rate round=$round target=$TARGET $line${QUEUE_FIELDS:+ $QUEUE_FIELDS}" >>"$RESULTS"
 	awk -v r="$round/$RATE_ROUNDS" -v t="$TARGET" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		printf "[bench] fixed rate %s  %-15s  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  non-2xx %s  errors %s\n",
+		printf "[bench] fixed rate %s  %-20s  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  non-2xx %s  errors %s\n",
 			r, t, v["p50_us"]/1000, v["p99_us"]/1000, v["p999_us"]/1000, v["non2xx"], v["errors"] }' <<<"$line" >&2
+	queue_print
 }
 
 # --- the runs ----------------------------------------------------------------
@@ -423,7 +467,9 @@ run_rate() { # ROUND TARGET
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 nc=$(wc -w <<<"$BENCH_CASES")
 est=$((ROUNDS * nc * ${#TARGETS[@]} * (DURATION + 2) + RATE_ROUNDS * ${#TARGETS[@]} * (RATE_DURATION + 2)))
-log "running: $ROUNDS round(s) x $nc case(s) x ${#TARGETS[@]} target(s) x ${DURATION}s, then fixed rate $RATE/s; about $((est / 60))m$((est % 60))s"
+drain_note=""
+[[ " ${TARGETS[*]} " == *" clawgate-redis-queue "* ]] && drain_note=", plus the queue's drain after each of its runs"
+log "running: $ROUNDS round(s) x $nc case(s) x ${#TARGETS[@]} target(s) x ${DURATION}s, then fixed rate $RATE/s; about $((est / 60))m$((est % 60))s$drain_note"
 log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, redis :$REDIS_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
 
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -473,6 +519,7 @@ cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	echo "Fixed rate: $RATE requests/s"
 	echo "Fixed-rate duration: $RATE_DURATION s"
 	echo "Fixed-rate rounds: $RATE_ROUNDS"
+	echo "Queue drain wait: $QUEUE_DRAIN s"
 	echo "Access logs: $BENCH_LOGS"
 	echo "Niceness: $(ps -o ni= -p $$ | tr -d ' ')"
 	echo "Load average (1, 5, 15 min) at start: $LOAD_START"

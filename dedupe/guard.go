@@ -127,6 +127,28 @@ func (g *Guard) Open(scoped, fp string, gen uint64, lockTTL time.Duration, l Lab
 	return &Key{g: g, labels: l, scoped: scoped, fp: fp, gen: gen, lockTTL: lockTTL, flight: flight}, Admission{Verdict: Proceed}
 }
 
+// Cached answers a finished key from the local window alone (Replay or
+// Conflict, Layer "cache"), marking nothing in flight: the path of queue
+// routes, whose keys live in the queue. ok false when the window does not
+// know the key.
+func (g *Guard) Cached(scoped, fp string, l Labels) (Admission, bool) {
+	e, ok := g.window.Get(scoped)
+	if !ok {
+		l.Metrics.CacheMiss()
+		return Admission{}, false
+	}
+	l.Metrics.CacheHit()
+	e.LastSeen.Store(time.Now().UnixNano())
+	return finishedAdmission("cache", &e.Outcome, fp, e.Attempts.Add(1)), true
+}
+
+// Remember puts a finished key's outcome, learnt elsewhere (the queue),
+// into the local window, unless an operator's reset reached this instance
+// since gen.
+func (g *Guard) Remember(scoped string, out store.Outcome, attempts int64, gen uint64) {
+	g.window.Add(scoped, out, attempts, gen)
+}
+
 func finishedAdmission(layer string, out *store.Outcome, fp string, attempts int64) Admission {
 	v := Conflict
 	if out.Fingerprint == fp {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/queue"
 )
@@ -30,6 +31,12 @@ func (g *Gateway) queued(d *delivery) error {
 	rt := d.rt
 	if g.queue == nil {
 		return fail(http.StatusServiceUnavailable, metrics.OutcomeError, "delivery queue unavailable", errNoQueue)
+	}
+	// A copy of an event already delivered is answered from the local
+	// window, like on a sync route.
+	labels := dedupe.Labels{Route: rt.Name, Key: d.key, RequestID: d.reqID, Metrics: rt.m}
+	if adm, ok := g.guard.Cached(d.scoped, d.fp, labels); ok {
+		return g.duplicate(d, adm)
 	}
 	req := NewRequest(d.r, rt.upstreamURI(d.r, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.r.RemoteAddr))
 	ack, err := g.queue.Enqueue(d.r.Context(), queue.Entry{
@@ -56,6 +63,7 @@ func (g *Gateway) queued(d *delivery) error {
 		rt.m.Duplicate("store", metrics.OutcomeReplayed)
 		return g.ackQueued(d, ack.ID, true)
 	case queue.Delivered:
+		g.guard.Remember(d.scoped, ack.Outcome, ack.Copies, d.gen)
 		return g.finishedDuplicate(d, "store", &ack.Outcome)
 	}
 	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue full", errQueueFull)

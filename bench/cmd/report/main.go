@@ -1,7 +1,9 @@
 // Command report turns the result lines bench/run.sh collected into the
 // comparison tables: medians over rounds, each target's ratio to Nginx from
-// the same round, the fixed-rate latency added over direct, CPU use, memory
-// per key, and the issue's targets met or missed. It prints them and writes
+// the same round, the delivery queue's acknowledgements against sync
+// forwarding on Redis, the fixed-rate latency added over direct and the
+// queue's accepted-to-delivered delay, CPU use, memory per key, and the
+// issue's targets met or missed. It prints them and writes
 // docs/benchmarks.md (or -doc).
 //
 // Input (-results): one record per line, space-separated key=value pairs:
@@ -9,6 +11,11 @@
 //	kind=wrk round=1 case=unique target=nginx rps=... p50_us=... p99_us=... status_err=... cpu_proxy=...
 //	kind=rate round=1 target=clawgate-memory p50_us=... p99_us=... non2xx=... errors=...
 //	kind=memkey keys=... heap_beyond_body=... rss_beyond_body=...
+//
+// The queue target's wrk and rate lines also carry what bench/cmd/promq read
+// from its /metrics after the queue drained: queued=... delivered=...
+// drained=0|1 drain_ms=... delay_p50_us=... delay_p50_lo_us=...
+// delay_p50_hi_us=... delay_p99_us=... (and _lo_us, _hi_us).
 //
 // -meta: "Name: value" lines describing the machine and the settings, shown
 // in order. Exits 1 when any run had errors (non-2xx answers, socket errors,
@@ -40,7 +47,7 @@ func (r rec) f(k string) float64 {
 
 var (
 	cases   = []string{"unique", "dup", "mix"}
-	targets = []string{"direct", "nginx", "clawgate-memory", "clawgate-redis"}
+	targets = []string{"direct", "nginx", "clawgate-memory", "clawgate-redis", queueTarget}
 	caseDoc = map[string]string{
 		"unique": "unique (new key each)",
 		"dup":    "duplicates (one key)",
@@ -51,8 +58,17 @@ var (
 		"nginx":           "nginx",
 		"clawgate-memory": "clawgate (memory)",
 		"clawgate-redis":  "clawgate (redis)",
+		queueTarget:       "clawgate (redis, queue)",
 	}
 )
+
+// queueTarget is clawgate on Redis with delivery: queue: its req/s are
+// acknowledgements (202 once the event is stored), delivery runs behind.
+const queueTarget = "clawgate-redis-queue"
+
+// queueGoal is the unique case's acks/s of the queue over sync forwarding
+// on Redis (clawgate-redis), from the medians, that is aimed at.
+const queueGoal = 1.5
 
 func main() {
 	results := flag.String("results", "", "result lines `file`")
@@ -155,12 +171,52 @@ type row struct {
 	cpuOthers             float64 // other tenants, percent of one core
 	cpuPerReq, cpuPerReqX float64 // proxy CPU microseconds per request; ratio to nginx's
 	logBytes              float64
+	q                     *queueStats // the queue target only
+}
+
+// queueStats are the queue target's medians over rounds of what promq read
+// after the run: events accepted (stored and acknowledged) and delivered,
+// how long after the run the queue took to drain, and the
+// accepted-to-delivered delay's quantiles from the gateway's histogram
+// (microseconds; lo and hi: the widest bounds of the buckets they fell in).
+type queueStats struct {
+	queued, delivered, drainMs float64
+	undrained                  int // rounds whose queue did not drain in time
+	p50, p50Lo, p50Hi          float64
+	p99, p99Lo, p99Hi          float64
+}
+
+func queueOf(xs []rec) *queueStats {
+	var qd, dl, dr, p50, p99 []float64
+	q := &queueStats{p50Lo: math.Inf(1), p99Lo: math.Inf(1), p50Hi: math.Inf(-1), p99Hi: math.Inf(-1)}
+	for _, x := range xs {
+		if _, ok := x["queued"]; !ok {
+			continue
+		}
+		qd = append(qd, x.f("queued"))
+		dl = append(dl, x.f("delivered"))
+		if x["drained"] == "1" {
+			dr = append(dr, x.f("drain_ms"))
+		} else {
+			q.undrained++
+		}
+		p50 = append(p50, x.f("delay_p50_us"))
+		p99 = append(p99, x.f("delay_p99_us"))
+		q.p50Lo, q.p50Hi = min(q.p50Lo, x.f("delay_p50_lo_us")), max(q.p50Hi, x.f("delay_p50_hi_us"))
+		q.p99Lo, q.p99Hi = min(q.p99Lo, x.f("delay_p99_lo_us")), max(q.p99Hi, x.f("delay_p99_hi_us"))
+	}
+	if len(qd) == 0 {
+		return nil
+	}
+	q.queued, q.delivered, q.drainMs, q.p50, q.p99 = median(qd), median(dl), median(dr), median(p50), median(p99)
+	return q
 }
 
 type rateRow struct {
 	n                   int
 	p50, p99, p999, max float64
-	added, vsNginx      float64 // p99 minus direct's; that minus nginx's added
+	added, vsNginx      float64     // p99 minus direct's; that minus nginx's added
+	q                   *queueStats // the queue target only
 }
 
 type check struct {
@@ -205,6 +261,7 @@ func analyse(recs []rec) *report {
 			if x.f("non2xx") > 0 || x.f("errors") > 0 {
 				r.errors = append(r.errors, fmt.Sprintf("fixed-rate round %s %s: %s non-2xx, %s failed requests", rd, t, x["non2xx"], x["errors"]))
 			}
+			r.checkQueue(fmt.Sprintf("fixed-rate round %s, %s", rd, t), x)
 		case "memkey":
 			r.memkey = x
 		}
@@ -214,11 +271,13 @@ func analyse(recs []rec) *report {
 		r.rounds = max(r.rounds, len(rounds))
 		for _, t := range targets {
 			var rps, p50, p99, rpsX, p50X, p99X, cp, cu, cr, cw, cm, co, lb, cpr, cprX []float64
+			var all []rec
 			for _, byT := range rounds {
 				x, ok := byT[t]
 				if !ok {
 					continue
 				}
+				all = append(all, x)
 				rps = append(rps, x.f("rps"))
 				p50 = append(p50, x.f("p50_us"))
 				p99 = append(p99, x.f("p99_us"))
@@ -248,16 +307,19 @@ func analyse(recs []rec) *report {
 				rpsX: median(rpsX), p50X: median(p50X), p99X: median(p99X),
 				cpuProxy: median(cp), cpuUp: median(cu), cpuRedis: median(cr), cpuWrk: median(cw), cpu: median(cm), cpuOthers: median(co),
 				logBytes: median(lb), cpuPerReq: median(cpr), cpuPerReqX: median(cprX),
+				q: queueOf(all),
 			}
 		}
 	}
 	for _, t := range targets {
 		var p50, p99, p999, mx, added, vs []float64
+		var all []rec
 		for _, byT := range rate {
 			x, ok := byT[t]
 			if !ok {
 				continue
 			}
+			all = append(all, x)
 			p50 = append(p50, x.f("p50_us"))
 			p99 = append(p99, x.f("p99_us"))
 			p999 = append(p999, x.f("p999_us"))
@@ -272,7 +334,7 @@ func analyse(recs []rec) *report {
 		}
 		if len(p50) > 0 {
 			r.rate[t] = &rateRow{n: len(p50), p50: median(p50), p99: median(p99), p999: median(p999), max: median(mx),
-				added: median(added), vsNginx: median(vs)}
+				added: median(added), vsNginx: median(vs), q: queueOf(all)}
 		}
 	}
 	r.targetChecks()
@@ -311,6 +373,31 @@ func (r *report) checkWrk(x rec) {
 	if x.f("requests") == 0 {
 		r.errors = append(r.errors, where+": no request completed")
 	}
+	r.checkQueue(where, x)
+}
+
+// checkQueue looks at the delivery queue's record of a run against the
+// queue target. The bench upstream answers every request 200, so an event
+// dead-lettered or rejected means delivery itself failed: an error. A
+// queue that did not drain in time is a result, not a harness failure
+// (acknowledgements outran delivery): a warning, as are retries.
+func (r *report) checkQueue(where string, x rec) {
+	if x["target"] != queueTarget {
+		return
+	}
+	if _, ok := x["queued"]; !ok {
+		r.errors = append(r.errors, where+": no queue figures (bench/cmd/promq did not run)")
+		return
+	}
+	if n := x.n("dead_lettered") + x.n("rejected"); n > 0 {
+		r.errors = append(r.errors, fmt.Sprintf("%s: %.0f events dead-lettered (%s exhausted, %s rejected) although the upstream answers 200", where, n, x["dead_lettered"], x["rejected"]))
+	}
+	if x["drained"] != "1" {
+		r.warnings = append(r.warnings, fmt.Sprintf("%s: the queue did not drain within %.0f s after the run: %s of %s accepted events delivered (the rest were dropped by the next run's FLUSHALL); its drain time is left out of the medians", where, x.n("drain_ms")/1000, x["delivered"], x["queued"]))
+	}
+	if x.n("retried") > 0 || x.n("not_owner") > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("%s: %s delivery attempts retried, %s taken over (not_owner): the bench upstream should accept every one at the first try", where, x["retried"], x["not_owner"]))
+	}
 }
 
 func (r *report) targetChecks() {
@@ -325,6 +412,11 @@ func (r *report) targetChecks() {
 	ratio("duplicates, clawgate (memory) req/s / nginx", "dup", "clawgate-memory", 1.5)
 	ratio("duplicates, clawgate (redis) req/s / nginx", "dup", "clawgate-redis", 1.5)
 	ratio("unique, clawgate (redis) req/s / nginx", "unique", "clawgate-redis", 0.45)
+	ch := check{name: "unique, clawgate (redis, queue) acks/s / clawgate (redis) req/s", want: fmt.Sprintf(">= %.2f", queueGoal)}
+	if v := r.queueRatio("unique"); !math.IsNaN(v) {
+		ch.have, ch.ok, ch.got = true, v >= queueGoal, fmt.Sprintf("%.2f", v)
+	}
+	r.checks = append(r.checks, ch)
 	for _, t := range []string{"clawgate-memory", "clawgate-redis"} {
 		ch := check{name: fmt.Sprintf("fixed rate, p99 added by %s minus nginx's", targetDoc[t]), want: "<= 1.00 ms"}
 		if rr := r.rate[t]; rr != nil && !math.IsNaN(rr.vsNginx) {
@@ -332,12 +424,23 @@ func (r *report) targetChecks() {
 		}
 		r.checks = append(r.checks, ch)
 	}
-	ch := check{name: "memory store, bytes per finished key beyond the body", want: "<= 400"}
+	ch = check{name: "memory store, bytes per finished key beyond the body", want: "<= 400"}
 	if r.memkey != nil {
 		v := r.memkey.f("heap_beyond_body")
 		ch.have, ch.ok, ch.got = true, v <= 400, fmt.Sprintf("%.0f", v)
 	}
 	r.checks = append(r.checks, ch)
+}
+
+// queueRatio is case c's median acks/s of the queue target over the median
+// req/s of clawgate-redis (sync forwarding on the same Redis), from the
+// same run; NaN when either is missing.
+func (r *report) queueRatio(c string) float64 {
+	q, s := r.rows[c][queueTarget], r.rows[c]["clawgate-redis"]
+	if q == nil || s == nil || !(s.rps > 0) {
+		return math.NaN()
+	}
+	return q.rps / s.rps
 }
 
 func ms(us float64) string {
@@ -437,7 +540,7 @@ func (r *report) rateRows() [][]string {
 		if t != "direct" {
 			added = ms(rr.added)
 		}
-		if strings.HasPrefix(t, "clawgate") {
+		if strings.HasPrefix(t, "clawgate") && !math.IsNaN(rr.vsNginx) {
 			vs = fmt.Sprintf("%+.2f ms", rr.vsNginx/1000)
 		}
 		rows = append(rows, []string{targetDoc[t], ms(rr.p50), ms(rr.p99), ms(rr.p999), ms(rr.max), added, vs})
@@ -446,6 +549,98 @@ func (r *report) rateRows() [][]string {
 }
 
 var rateHead = []string{"target", "p50", "p99", "p99.9", "max", "p99 added over direct", "added minus nginx's"}
+
+// bound formats a bucket bound given in microseconds.
+func bound(us float64) string {
+	switch {
+	case math.IsNaN(us):
+		return "?"
+	case math.IsInf(us, 1):
+		return "+Inf"
+	case us == 0:
+		return "0"
+	case us < 1e6:
+		return strconv.FormatFloat(us/1000, 'g', -1, 64) + " ms"
+	}
+	return strconv.FormatFloat(us/1e6, 'g', -1, 64) + " s"
+}
+
+// delay shows a quantile interpolated inside its bucket with the bucket's
+// bounds, the only thing the histogram really knows.
+func delay(v, lo, hi float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	val := ms(v)
+	if v >= 1e6 {
+		val = fmt.Sprintf("%.2f s", v/1e6)
+	}
+	return fmt.Sprintf("%s (%s to %s)", val, bound(lo), bound(hi))
+}
+
+func count(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+func drain(q *queueStats) string {
+	s := "-"
+	if !math.IsNaN(q.drainMs) {
+		s = fmt.Sprintf("%.1f s", q.drainMs/1000)
+	}
+	if q.undrained > 0 {
+		s += fmt.Sprintf(" (%d round(s) not drained)", q.undrained)
+	}
+	return s
+}
+
+// queueRows: the queue target's acknowledgements per case against sync
+// forwarding on Redis, and what its background delivery did after them.
+func (r *report) queueRows() [][]string {
+	var rows [][]string
+	for _, c := range cases {
+		row := r.rows[c][queueTarget]
+		if row == nil || row.q == nil {
+			continue
+		}
+		q := row.q
+		rows = append(rows, []string{caseDoc[c], fmt.Sprintf("%.0f", row.rps), x(r.queueRatio(c)), count(q.queued), count(q.delivered), drain(q),
+			delay(q.p50, q.p50Lo, q.p50Hi), delay(q.p99, q.p99Lo, q.p99Hi)})
+	}
+	return rows
+}
+
+var queueHead = []string{"case", "acks/s", "÷ clawgate (redis) req/s", "accepted", "delivered", "drained after the run in", "accepted to delivered p50", "p99"}
+
+// queueLine is the unique case's ratio of queue acks/s to sync forwarding
+// on Redis, with the goal.
+func (r *report) queueLine() string {
+	v := r.queueRatio("unique")
+	if math.IsNaN(v) {
+		return "not measured (needs the unique case on clawgate-redis and clawgate-redis-queue)"
+	}
+	verdict := "met"
+	if v < queueGoal {
+		verdict = "MISSED"
+	}
+	return fmt.Sprintf("%.2f (%.0f acks/s ÷ %.0f req/s, medians of this run; goal: at least %.1f: %s)",
+		v, r.rows["unique"][queueTarget].rps, r.rows["unique"]["clawgate-redis"].rps, queueGoal, verdict)
+}
+
+const queueLineName = "Queue acks/s on Redis as a ratio to sync forwarding on Redis (clawgate-redis), unique case, same run"
+
+func (r *report) delayRows() [][]string {
+	rr := r.rate[queueTarget]
+	if rr == nil || rr.q == nil {
+		return nil
+	}
+	q := rr.q
+	return [][]string{{targetDoc[queueTarget], count(q.delivered), delay(q.p50, q.p50Lo, q.p50Hi), delay(q.p99, q.p99Lo, q.p99Hi), drain(q)}}
+}
+
+var delayHead = []string{"target", "delivered", "p50 (bucket)", "p99 (bucket)", "drained after the run in"}
 
 func (r *report) cpuRows() [][]string {
 	var rows [][]string
@@ -459,7 +654,7 @@ func (r *report) cpuRows() [][]string {
 			if t == "direct" {
 				proxy = "-"
 			}
-			if t != "clawgate-redis" {
+			if !strings.HasPrefix(t, "clawgate-redis") {
 				redis = "-"
 			}
 			perReq := "-"
@@ -499,8 +694,18 @@ func (r *report) memLine() string {
 func (r *report) text(w io.Writer) {
 	fmt.Fprintf(w, "\nThroughput: medians of %d round(s); ratios are per round against nginx, then the median\n\n", r.rounds)
 	table(w, false, throughputHead, r.throughputRows())
+	if rows := r.queueRows(); len(rows) > 0 {
+		fmt.Fprintf(w, "\nDelivery queue (clawgate (redis, queue)): acks/s are 202s answered once the event is stored; the queue was\n"+
+			"waited for after each run. Delay: accepted to delivered, from the gateway's histogram (approximate within the bucket bounds)\n\n")
+		table(w, false, queueHead, rows)
+	}
+	fmt.Fprintf(w, "\n%s: %s\n", queueLineName, r.queueLine())
 	fmt.Fprintf(w, "\nFixed rate (open loop, latency from the scheduled send time), medians\n\n")
 	table(w, false, rateHead, r.rateRows())
+	if rows := r.delayRows(); len(rows) > 0 {
+		fmt.Fprintf(w, "\nFixed rate, accepted to delivered, from the gateway's histogram: approximate within the bucket bounds (medians)\n\n")
+		table(w, false, delayHead, rows)
+	}
 	fmt.Fprintf(w, "\nCPU during the throughput runs, medians (percent of one core; machine busy: percent of all cores)\n\n")
 	table(w, false, cpuHead, r.cpuRows())
 	fmt.Fprintf(w, "\nMemory store: %s\n", r.memLine())
@@ -539,12 +744,34 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		"%s connections kept busy, so it is mostly queueing at saturation; see the fixed-rate table for latency "+
 		"at a realistic load.\n\n", r.rounds, get("Connections"))
 	table(w, true, throughputHead, r.throughputRows())
+	fmt.Fprintf(w, "\n## The delivery queue: acknowledgements\n\n")
+	fmt.Fprintf(w, "*clawgate (redis, queue)* is the Redis target's route with `delivery: queue`: it answers 202 as soon as the "+
+		"event and its key's claim are stored in Redis, and 8 workers (the default) forward it to the upstream in the background. "+
+		"Its req/s above are therefore acknowledgements per second, not deliveries. After each of its runs the script waits "+
+		"(at most %s) until every accepted event was delivered, reading the admin listener's /metrics, so background delivery never "+
+		"overlaps the next run. The CPU figures cover the wrk run only, the workers' share during it included, so its \"proxy CPU "+
+		"per request\" leaves out the deliveries still queued when the run ended. \"accepted\" counts events stored and "+
+		"acknowledged (copies of an event still queued are answered 202 too but not counted), \"delivered\" the upstream's 2xx. "+
+		"The delay is `webhook_queue_delivery_delay_seconds`, from acceptance to delivery, for every event of the run; its p50 and p99 are "+
+		"interpolated linearly inside their bucket as Prometheus's `histogram_quantile` does, so they are approximate within the "+
+		"bucket bounds shown. Under saturation it measures the backlog the workers had to catch up on.\n\n", get("Queue drain wait"))
+	if rows := r.queueRows(); len(rows) > 0 {
+		table(w, true, queueHead, rows)
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "**%s**: %s.\n", queueLineName, r.queueLine())
 	fmt.Fprintf(w, "\n## Fixed rate: latency at %s\n\n", get("Fixed rate"))
 	fmt.Fprintf(w, "`bench/cmd/rate` sends unique signed deliveries open loop at a fixed rate and measures each "+
 		"request from the moment it was *scheduled* to be sent, so a stall is charged to every request it delayed "+
 		"(no coordinated omission). Medians of the per-round values; \"p99 added\" is the target's p99 minus "+
 		"direct's p99 in the same round, and the last column compares that with Nginx's.\n\n")
 	table(w, true, rateHead, r.rateRows())
+	if rows := r.delayRows(); len(rows) > 0 {
+		fmt.Fprintf(w, "\nFor *clawgate (redis, queue)* the latency above is the time to the 202. Accepted to delivered, from the "+
+			"gateway's histogram: approximate within the bucket bounds (medians of the rounds, every event of the run counted, "+
+			"the warm-up second and the pre-flight delivery included; read after the queue drained):\n\n")
+		table(w, true, delayHead, rows)
+	}
 	fmt.Fprintf(w, "\n## Memory per finished key\n\n")
 	fmt.Fprintf(w, "%s. Measured by `bench/cmd/memkey`, which fills `store.NewMemory` directly with finished keys "+
 		"(route-scoped UUID-shaped keys, a distinct SHA-256 fingerprint each, `application/json`, 100-byte bodies), "+
@@ -594,11 +821,11 @@ func method(get func(string) string, r *report) string {
 		logNote += fmt.Sprintf(" (%.0f bytes per request: a formatted line and one write(2) each)", lb)
 	}
 	fmt.Fprintf(&b, `- **Upstream**: bench/cmd/upstream, a fasthttp server answering 200 with {"ok":true} and logging nothing, so it is never the bottleneck. Every target reaches this same process.
-- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *clawgate* on the memory store; (d) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run). clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency.key: [\"header:Idempotency-Key\"]`"+`, every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s; Nginx's access log does the same.
+- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *clawgate* on the memory store; (d) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run); (e) *clawgate (redis, queue)*: the same route on the same Redis with `+"`delivery: queue`"+` (default 8 workers) and `+"`queue.max_depth: 10000000`"+`, far above what a run sends, so no run meets the 503 of a full queue (FLUSHALL before every run too). clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency.key: [\"header:Idempotency-Key\"]`"+`, every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s; Nginx's access log does the same.
 - **Deliveries**: bench/cmd/presign signs %s deliveries up front: 1 KiB JSON bodies carrying a distinct 36-byte UUID-shaped key, each with its own X-Signature. The file stores the body template once and one "key signature" line per delivery (%s). bench/wrk/deliveries.lua loads it into each wrk thread and rebuilds each request with `+"`wrk.format`"+`; thread t takes deliveries t, t+T, t+2T… so threads never share a key.
 - **Cases**: *unique*: every request a new key, so clawgate verifies, claims, forwards and stores each one. clawgate is restarted (fresh memory store; Redis flushed) before every run, so a key can only repeat if a run outlasts the file: the Lua script counts that ("wrapped") and the report fails the run for clawgate. *duplicates*: one key, primed with a single delivery before the run, then replayed from the local window by every request. *mix*: every 5th request (20 %%) repeats a key the same wrk thread sent 1,000 to 5,000 requests earlier (finished by then, within the 10 s window); the other 80 %% are new keys. Direct and Nginx get exactly the same requests and simply forward them.
 - **Load**: %s, %s connections over %s threads, %s per run, no warm-up beyond clawgate's start; req/s and p50/p99 come from wrk's own counters via the script's done(). Any answer with status >= 400 or socket error fails the run (401 = signing broken, 409 = a key still in flight, 422 = key reused). Rounds: %s; in each round the cases run in turn and the target order rotates by one per round, so no target is always first after an idle pause.
-- **Fixed rate**: bench/cmd/rate, %s for %s per target (first second not recorded), up to 64 connections, unique keys, %s round(s); clawgate restarted before each.
+- **Fixed rate**: bench/cmd/rate, %s for %s per target (first second not recorded), up to 64 connections, unique keys, %s round(s); clawgate restarted before each. On the queue target the script then waits for the queue to drain and reads the delay histogram from /metrics (bench/cmd/promq).
 - **Noise**: the machine is shared. The load average at the start and end of the run is listed above; the CPU table shows how busy the machine was during each run.
 `, get("nginx"), get("redis"), logNote, get("Deliveries"), get("Request file"), get("wrk"), get("Connections"), get("Threads"), get("Duration"), get("Rounds"), get("Fixed rate"), get("Fixed-rate duration"), get("Fixed-rate rounds"))
 	return b.String()

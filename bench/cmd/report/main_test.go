@@ -92,3 +92,51 @@ kind=rate round=1 target=nginx non2xx=1 errors=0
 		t.Error(r.errors[0])
 	}
 }
+
+// The queue's acks/s are compared with clawgate-redis's req/s from the
+// medians; its drain and delay come from what promq read.
+func TestQueue(t *testing.T) {
+	q := "queued=100 delivered=100 retried=0 dead_lettered=0 rejected=0 not_owner=0 depth=0"
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=clawgate-redis rps=100 requests=1
+kind=wrk round=2 case=unique target=clawgate-redis rps=200 requests=1
+kind=wrk round=3 case=unique target=clawgate-redis rps=300 requests=1
+kind=wrk round=1 case=unique target=clawgate-redis-queue rps=500 requests=1 ` + q + ` drained=1 drain_ms=1000 delay_p50_us=2000 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=9000 delay_p99_lo_us=5000 delay_p99_hi_us=10000
+kind=wrk round=2 case=unique target=clawgate-redis-queue rps=100 requests=1 ` + q + ` drained=1 drain_ms=3000 delay_p50_us=3000 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=20000 delay_p99_lo_us=10000 delay_p99_hi_us=25000
+kind=wrk round=3 case=unique target=clawgate-redis-queue rps=300 requests=1 ` + q + ` drained=0 drain_ms=60000 delay_p50_us=4000 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=30000 delay_p99_lo_us=25000 delay_p99_hi_us=50000
+kind=rate round=1 target=clawgate-redis-queue p50_us=500 p99_us=900 non2xx=0 errors=0 queued=10 delivered=9 dead_lettered=1 rejected=0 drained=1 drain_ms=5 delay_p50_us=1500 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=4800 delay_p99_lo_us=1000 delay_p99_hi_us=5000
+`))
+	// medians 300 and 200 (per-round ratios would give 5, 0.5, 1: median 1)
+	if v := r.queueRatio("unique"); v != 1.5 {
+		t.Fatalf("ratio %v", v)
+	}
+	qs := r.rows["unique"][queueTarget].q
+	if qs.drainMs != 2000 || qs.undrained != 1 || qs.p99 != 20000 || qs.p99Lo != 5000 || qs.p99Hi != 50000 {
+		t.Fatalf("%+v", qs)
+	}
+	verdict := map[string]string{}
+	for _, c := range r.checks {
+		verdict[c.name] = c.verdict()
+	}
+	if v := verdict["unique, clawgate (redis, queue) acks/s / clawgate (redis) req/s"]; v != "met" {
+		t.Error("queue ratio:", v)
+	}
+	if len(r.errors) != 1 || !strings.Contains(r.errors[0], "dead-lettered") {
+		t.Errorf("errors %q", r.errors)
+	}
+	if len(r.warnings) != 1 || !strings.Contains(r.warnings[0], "did not drain") {
+		t.Errorf("warnings %q", r.warnings)
+	}
+	var b strings.Builder
+	r.text(&b)
+	for _, want := range []string{"1.50 (300 acks/s ÷ 200 req/s", "20.00 ms (5 ms to 50 ms)", "1.50 ms (1 ms to 5 ms)", "2.0 s (1 round(s) not drained)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+	// A queue run without promq's figures is an error.
+	r = analyse(parse(`kind=wrk round=1 case=dup target=clawgate-redis-queue rps=1 requests=1`))
+	if len(r.errors) != 1 {
+		t.Errorf("errors %q", r.errors)
+	}
+}
