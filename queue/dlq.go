@@ -180,10 +180,10 @@ loop:
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
+	case ctx.Err() != nil: // a call cut by the cancel fails with it
+		j.st.State = "cancelled"
 	case failure != nil:
 		j.st.State, j.st.Error = "failed", failure.Error()
-	case ctx.Err() != nil:
-		j.st.State = "cancelled"
 	default:
 		j.st.State = "done"
 	}

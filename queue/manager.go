@@ -154,10 +154,14 @@ func (m *Manager) Apply(ctx context.Context, routes []Route) error {
 	for name, rn := range m.routes {
 		if nr, ok := want[name]; !ok || nr != rn.cfg {
 			delete(m.routes, name)
-			go rn.stop(0)
-			if !ok {
-				m.o.Metrics.ForgetQueueRoute(name)
-			}
+			go func() {
+				rn.stop(0)
+				if !ok {
+					// After its stats loop ended, so no late refresh
+					// brings the removed route's gauges back.
+					m.o.Metrics.ForgetQueueRoute(name)
+				}
+			}()
 		}
 	}
 	for name, r := range want {
@@ -229,7 +233,9 @@ func (m *Manager) start(r Route) *runner {
 	rn.work, rn.stopWork = context.WithCancel(context.Background())
 	for s := range m.o.Backend.Shards(r.Name) {
 		rn.loops.Go(func() { rn.readLoop(s) })
-		rn.loops.Go(func() { rn.every(m.o.PromoteEvery, func() { rn.promote(s) }) })
+		rn.loops.Go(func() {
+			rn.every(min(m.o.PromoteEvery, max(r.Retry.Initial/4, 5*time.Millisecond)), func() { rn.promote(s) })
+		})
 		rn.loops.Go(func() { rn.every(max(r.LockTTL/4, 10*time.Millisecond), func() { rn.reclaim(s) }) })
 	}
 	rn.loops.Go(rn.statsLoop)
@@ -296,7 +302,7 @@ func (rn *runner) backendError(op string, err error) {
 		return
 	}
 	if errors.Is(err, ErrGroupLost) {
-		rn.m.log.Error("queue: "+err.Error(), "route", rn.cfg.Name)
+		rn.m.log.Error(err.Error(), "route", rn.cfg.Name)
 		return
 	}
 	if rn.errLogged.CompareAndSwap(false, true) {
@@ -442,9 +448,10 @@ func (rn *runner) try(l Lease) {
 		return
 	}
 	res := rn.m.o.Sender.Send(rn.work, name, j.Payload, j.Total)
-	if rn.work.Err() != nil {
-		// Cut by shutdown: whatever the upstream saw, the entry goes back
-		// (stop hands back what is still held).
+	if rn.work.Err() != nil && res.Err != nil {
+		// Cut by shutdown before the upstream answered: the entry goes
+		// back (stop hands back what is still held). An answer that came
+		// in anyway is recorded below, so it is not delivered again.
 		return
 	}
 	now := time.Now()

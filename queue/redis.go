@@ -142,20 +142,28 @@ func (r *Redis) Shards(route string) int {
 // does not answer (ErrUnavailable): the groups are then created when the
 // workers first read.
 func (r *Redis) Prepare(ctx context.Context, route string, shards int) error {
-	r.mu.Lock()
-	r.shards[route] = shards
-	r.mu.Unlock()
+	use := func() {
+		r.mu.Lock()
+		r.shards[route] = shards
+		r.mu.Unlock()
+	}
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	meta := r.prefix + "webhook_queue_meta:{q:" + route + "}"
 	if err := r.client.SetNX(ctx, meta, shards, 0).Err(); err != nil {
+		use()
 		return fail("prepare", err)
 	}
 	got, err := r.client.Get(ctx, meta).Int()
 	if err != nil {
+		use()
 		return fail("prepare", err)
 	}
+	use()
 	if got != shards {
+		r.mu.Lock()
+		delete(r.shards, route)
+		r.mu.Unlock()
 		return fmt.Errorf("queue: route %q was queued with %d shards in Redis; queue.shards is %d: set it back (changing it needs the route's queue empty and %s deleted)", route, got, shards, meta)
 	}
 	for s := range shards {
@@ -333,11 +341,15 @@ redis.call('DEL', KEYS[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
-	// KEYS: key hash, event, age, dlq. ARGV: eid ("" when the key has no
-	// event). Deletes the key and its event; leftover entries are dropped
-	// by Begin or Settle.
+	// KEYS: key hash, event, age, dlq. ARGV: the eid the key was read
+	// with ("" when it had none). Deletes the key and its event when the
+	// key still names that eid (reply 1; 0: it changed meanwhile, read it
+	// again); leftover entries are dropped by Begin or Settle.
 	cancelScript = redis.NewScript(`
-if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'eid') == ARGV[1] then
+if (redis.call('HGET', KEYS[1], 'eid') or '') ~= ARGV[1] then
+  return 0
+end
+if ARGV[1] ~= '' then
   local d = redis.call('HGET', KEYS[2], 'dlq')
   if d then
     redis.call('XDEL', KEYS[4], d)
@@ -347,6 +359,16 @@ if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'eid') == ARGV[1] then
 end
 redis.call('DEL', KEYS[1])
 return 1
+`)
+	// KEYS: stream. ARGV: entry id, consumer, idle ms. Marks the entry
+	// idle so the next XAUTOCLAIM takes it, only while consumer owns it.
+	handBackScript = redis.NewScript(`
+local p = redis.call('XPENDING', KEYS[1], 'clawgate', ARGV[1], ARGV[1], 1)
+if #p == 1 and p[1][2] == ARGV[2] then
+  redis.call('XCLAIM', KEYS[1], 'clawgate', ARGV[2], 0, ARGV[1], 'IDLE', ARGV[3], 'JUSTID')
+  return 1
+end
+return 0
 `)
 	// KEYS: key hash, retry, stream. ARGV: eid, new tok, key.
 	// Puts a queued event that is in neither the stream nor the retry set
@@ -582,15 +604,15 @@ func (r *Redis) Reclaim(ctx context.Context, route string, shard int, consumer s
 	return r.leases(route, shard, msgs), nil
 }
 
-// HandBack implements Backend: each lease is marked idle for idle, so the
-// next XAUTOCLAIM of any instance takes it.
+// HandBack implements Backend: each lease still owned by consumer is
+// marked idle for idle, so the next XAUTOCLAIM of any instance takes it;
+// one another consumer took over meanwhile is left with it.
 func (r *Redis) HandBack(ctx context.Context, consumer string, leases []Lease, idle time.Duration) error {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	var errs []error
 	for _, l := range leases {
-		err := r.client.Do(ctx, "XCLAIM", r.stream(l.Route, l.Shard), Group, consumer, 0, l.Entry,
-			"IDLE", idle.Milliseconds(), "JUSTID").Err()
+		err := r.run(ctx, handBackScript, []string{r.stream(l.Route, l.Shard)}, l.Entry, consumer, idle.Milliseconds()).Err()
 		if err != nil {
 			errs = append(errs, fail("hand back", err))
 		}
@@ -633,12 +655,23 @@ func (r *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 // entry listed; shards are merged in id (time) order.
 func (r *Redis) ListDLQ(ctx context.Context, route, cursor string, limit int) ([]DeadEntry, string, error) {
 	limit = max(limit, 1)
-	start := "-"
+	shards := r.Shards(route)
+	// The cursor is "ID/SHARD" of the last entry listed: two shards' DLQ
+	// streams can hold the same id (their clocks tick alike), so entries
+	// are ordered by (id, shard), and a shard after the cursor's starts at
+	// the id itself.
+	var afterID string
+	afterShard := shards - 1
 	if cursor != "" {
-		if _, _, ok := parseStreamID(cursor); !ok {
+		id, sh, found := strings.Cut(cursor, "/")
+		n, err := strconv.Atoi(sh)
+		if _, _, ok := parseStreamID(id); !ok || found && (err != nil || n < 0 || n >= shards) {
 			return nil, "", fmt.Errorf("%w: cursor %q", ErrBadCursor, clip(cursor))
 		}
-		start = "(" + cursor
+		afterID = id
+		if found {
+			afterShard = n
+		}
 	}
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
@@ -647,7 +680,15 @@ func (r *Redis) ListDLQ(ctx context.Context, route, cursor string, limit int) ([
 		msg   redis.XMessage
 	}
 	var all []item
-	for s := range r.Shards(route) {
+	for s := range shards {
+		start := "-"
+		switch {
+		case afterID == "":
+		case s <= afterShard:
+			start = "(" + afterID
+		default:
+			start = afterID
+		}
 		msgs, err := r.client.XRangeN(ctx, r.dlq(route, s), start, "+", int64(limit+1)).Result()
 		if err != nil {
 			return nil, "", fail("list dlq", err)
@@ -656,11 +697,17 @@ func (r *Redis) ListDLQ(ctx context.Context, route, cursor string, limit int) ([
 			all = append(all, item{s, m})
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return streamIDLess(all[i].msg.ID, all[j].msg.ID) })
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.msg.ID == b.msg.ID {
+			return a.shard < b.shard
+		}
+		return streamIDLess(a.msg.ID, b.msg.ID)
+	})
 	next := ""
 	if len(all) > limit {
 		all = all[:limit]
-		next = all[limit-1].msg.ID
+		next = all[limit-1].msg.ID + "/" + strconv.Itoa(all[limit-1].shard)
 	}
 	pipe := r.client.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(all))
@@ -816,18 +863,25 @@ func (r *Redis) get(ctx context.Context, route string, shard int, key string) (K
 	return ks, nil
 }
 
-// Delete implements Backend.
+// Delete implements Backend. The key is read, then deleted by a script
+// that checks it still names the event read; an Enqueue in between makes
+// it read again.
 func (r *Redis) Delete(ctx context.Context, route, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	shard := r.shardOf(route, key)
-	ks, err := r.get(ctx, route, shard, key)
-	if err != nil && !errors.Is(err, ErrCorrupt) {
-		return ks, err
+	for {
+		ks, err := r.get(ctx, route, shard, key)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return ks, err
+		}
+		keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard)}
+		n, err := r.run(ctx, cancelScript, keys, ks.EventID).Int64()
+		if err != nil {
+			return ks, fail("delete", err)
+		}
+		if n == 1 {
+			return ks, nil
+		}
 	}
-	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard)}
-	if err := r.run(ctx, cancelScript, keys, ks.EventID).Err(); err != nil {
-		return ks, fail("delete", err)
-	}
-	return ks, nil
 }

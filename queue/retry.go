@@ -53,7 +53,7 @@ func (r Retry) Delay(n int64, retryAfter time.Duration, jitter float64) time.Dur
 	d = min(d, r.Max)
 	d = time.Duration(float64(d) * (0.8 + 0.4*jitter))
 	if retryAfter > d {
-		d = min(retryAfter, r.Max)
+		d = max(d, min(retryAfter, r.Max))
 	}
 	return d
 }
