@@ -162,7 +162,7 @@ func uncovered(s dedupe.Source, c verify.Config, written string) string {
 		}
 		return "the body is not signed"
 	case dedupe.KindHeader:
-		for _, h := range signedHeaders(c.Scheme) {
+		for _, h := range append(templateHeaders(c), signedHeaders(c.Scheme)...) { // provider.go
 			if http.CanonicalHeaderKey(h) == http.CanonicalHeaderKey(s.Name) {
 				return ""
 			}

@@ -269,6 +269,14 @@ type Route struct {
 	MaxBody     ByteSize      `yaml:"max_body"`
 	Idempotency Idempotency   `yaml:"idempotency"`
 	Verify      verify.Config `yaml:"verify"`
+	// Provider names a preset (verify.Presets: github, stripe, zoom, ...)
+	// that fills in every verify and idempotency field the route does not
+	// write itself (see provider.go). Empty: none.
+	Provider string `yaml:"provider"`
+	// PublicURL is the URL the provider calls, as it calls it (the gateway
+	// may sit behind a load balancer): required when the signature covers
+	// the URL (Twilio, Square, HubSpot); the signature's {url}.
+	PublicURL string `yaml:"public_url"`
 	// Delivery: sync (default) or queue. sync forwards a delivery while
 	// its sender waits and answers with the upstream's answer. queue
 	// stores the verified, deduplicated delivery in the queue (see

@@ -403,6 +403,7 @@ func (b *builder) checkRoutes() {
 			}
 			matches[k] = append(matches[k], i)
 		}
+		b.expandProvider(i) // provider.go: the route's provider fills in verify and idempotency
 		b.checkRouteSettings(i)
 		b.checkEdge(i)
 		b.compileRoute(i)

@@ -118,7 +118,12 @@ type candidates struct {
 }
 
 // addHex decodes s (hex, either case) as one more candidate.
-func (c *candidates) addHex(s string) bool {
+func (c *candidates) addHex(s string) bool { return addHexTo(c, s) }
+
+// addBase64 decodes s (standard alphabet, padded) as one more candidate.
+func (c *candidates) addBase64(s string) bool { return addBase64To(c, s) }
+
+func addHexTo[T string | []byte](c *candidates, s T) bool {
 	if c.n == maxCandidates || len(s) == 0 || len(s)%2 != 0 || len(s)/2 > maxMACSize {
 		return false
 	}
@@ -136,8 +141,7 @@ func (c *candidates) addHex(s string) bool {
 	return true
 }
 
-// addBase64 decodes s (standard alphabet, padded) as one more candidate.
-func (c *candidates) addBase64(s string) bool {
+func addBase64To[T string | []byte](c *candidates, s T) bool {
 	const maxEncoded = (maxMACSize + 2) / 3 * 4
 	if c.n == maxCandidates || len(s) == 0 || len(s) > maxEncoded {
 		return false

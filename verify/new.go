@@ -22,6 +22,9 @@ const (
 	SchemeShopify          = "shopify"
 	SchemeSlack            = "slack"
 	SchemeJWT              = "jwt"
+	SchemeToken            = "token"
+	SchemeEd25519          = "ed25519"
+	SchemeECDSAP256        = "ecdsa-p256"
 	SchemeNone             = "none"
 )
 
@@ -37,6 +40,9 @@ type schemeInfo struct {
 	signsBody func(Config) bool
 	// replayWindow: see ReplayWindow; nil means none.
 	replayWindow func(Config) (time.Duration, string, string)
+	// templateHeaders: the headers the config's template names are
+	// signed too (see SignedHeadersOf).
+	templateHeaders bool
 }
 
 // schemes is the one registry of signature schemes, in the order error
@@ -45,7 +51,8 @@ var schemes = []struct {
 	name string
 	schemeInfo
 }{
-	{SchemeHMAC, schemeInfo{build: wrap(newHMAC)}},
+	{SchemeHMAC, schemeInfo{build: buildHMAC, replayWindow: templateWindow, signsBody: templateSignsBody("{body}"),
+		templateHeaders: true}},
 	{SchemeGitHub, schemeInfo{build: wrap(newGitHub)}},
 	{SchemeStripe, schemeInfo{build: wrap(newStripe), replayWindow: toleranceWindow}},
 	{SchemeStandardWebhooks, schemeInfo{build: wrap(newStandardWebhooks), replayWindow: toleranceWindow,
@@ -55,6 +62,11 @@ var schemes = []struct {
 		signedHeaders: []string{"X-Slack-Request-Timestamp"}}},
 	{SchemeJWT, schemeInfo{build: buildJWT, replayWindow: jwtWindow,
 		signsBody: func(c Config) bool { return c.JWT.BodyHashClaim != "" }}},
+	{SchemeToken, schemeInfo{build: wrap(newToken), signsBody: func(Config) bool { return false }}},
+	{SchemeEd25519, schemeInfo{build: wrap(newTemplateEd25519), replayWindow: templateWindow, signsBody: templateSignsBody(""),
+		templateHeaders: true}},
+	{SchemeECDSAP256, schemeInfo{build: wrap(newTemplateECDSA), replayWindow: templateWindow, signsBody: templateSignsBody(""),
+		templateHeaders: true}},
 	{SchemeNone, schemeInfo{
 		build:     func(Config, Env) (scheme, []string, error) { return none{}, nil, nil },
 		signsBody: func(Config) bool { return false }}},
@@ -213,8 +225,9 @@ func SignedHeaders(scheme string) []string {
 }
 
 // SignsBody reports whether a delivery that verifies under c has the raw
-// body it was signed with: every scheme but none, and jwt only when
-// jwt.body_hash_claim is set.
+// body it was signed with: every scheme but none and token; jwt only when
+// jwt.body_hash_claim is set; hmac with a template, ed25519 and ecdsa-p256
+// only when the template has {body}.
 func SignsBody(c Config) bool {
 	info, ok := lookup(c.Scheme)
 	if !ok {
@@ -233,3 +246,75 @@ func (none) signer([]byte) (Signer, error) { return none{}, nil }
 
 // Sign implements Signer: nothing to add.
 func (none) Sign(http.Header, []byte, time.Time) error { return nil }
+
+// templateOf returns the parsed template of c (tplDefault when c has none),
+// or nil when it does not parse.
+func templateOf(c Config, tplDefault string) *template {
+	src := c.Template
+	if src == "" {
+		src = tplDefault
+	}
+	if src == "" {
+		return nil
+	}
+	t, err := parseTemplate(src)
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// templateSignsBody is SignsBody for the template schemes: the template
+// includes {body}. ({sorted_form} signs the form's fields but not the raw
+// body's bytes: fields can be reordered without breaking the signature.)
+func templateSignsBody(tplDefault string) func(Config) bool {
+	return func(c Config) bool {
+		t := templateOf(c, tplDefault)
+		return t != nil && t.hasKind(partBody)
+	}
+}
+
+// templateWindow is the replay window of a template scheme: the tolerance
+// when it reads a timestamp, none otherwise.
+func templateWindow(c Config) (time.Duration, string, string) {
+	f, err := parseFormat(c.Format)
+	if c.Timestamp == "" && (err != nil || !f.hasTimestamp()) {
+		return 0, "", ""
+	}
+	return toleranceWindow(c)
+}
+
+// SignedHeadersOf is SignedHeaders for one verify block: the headers its
+// scheme always signs, and for hmac, ed25519 and ecdsa-p256 the headers
+// its template names ({header:NAME}), canonicalised. Verify refuses a
+// delivery unless each of them is present, not empty, and exactly the
+// value signed (surrounding spaces and tabs trimmed).
+func SignedHeadersOf(c Config) []string {
+	info, ok := lookup(c.Scheme)
+	if !ok {
+		return nil
+	}
+	out := append([]string(nil), info.signedHeaders...)
+	if info.templateHeaders {
+		if t := templateOf(c, ""); t != nil {
+			out = append(out, t.headers()...)
+		}
+	}
+	return out
+}
+
+// UsesURL reports whether c signs the URL the provider calls ({url}), which
+// the route's public_url must then give.
+func UsesURL(c Config) bool { return usesPart(c, partURL) }
+
+// UsesMethod reports whether c signs the request method ({method}).
+func UsesMethod(c Config) bool { return usesPart(c, partMethod) }
+
+func usesPart(c Config, kind int) bool {
+	info, ok := lookup(c.Scheme)
+	if !ok || !info.templateHeaders {
+		return false
+	}
+	t := templateOf(c, "")
+	return t != nil && t.hasKind(kind)
+}

@@ -5,8 +5,10 @@
 // tests), so that signing and verifying can never drift apart. New compiles a
 // route's verify block once, at config load time.
 //
-// Schemes: hmac (generic), github, stripe, standard-webhooks (and Svix),
-// shopify, slack, jwt and the explicit none. Every active secret is tried
+// Schemes: hmac (generic, over a signed-content template), github, stripe,
+// standard-webhooks (and Svix), shopify, slack, jwt, token, ed25519,
+// ecdsa-p256 and the explicit none. Presets (presets.go) name a provider's
+// settings for these schemes, so that a route may say `provider: zoom`. Every active secret is tried
 // against every signature a header carries, so a provider rotating its
 // secret (two signatures, or two secrets with not_before/not_after windows)
 // keeps verifying; Verify returns the ID of the secret that matched. The
@@ -43,10 +45,39 @@ type Config struct {
 	// Encoding of the MAC (hmac only): hex (zero value) or base64.
 	Encoding string `yaml:"encoding"`
 	// Prefix precedes the encoded MAC in the header (hmac only), e.g. "sha256=".
+	// It is shorthand for Format "PREFIX{signature}"; set one or the other.
 	Prefix string `yaml:"prefix"`
+	// Template is the signed content (hmac, ed25519, ecdsa-p256): literal
+	// text and placeholders, such as "v0:{timestamp}:{body}" or
+	// "{url}{body}" (see template.go). Zero (hmac): the body alone.
+	Template string `yaml:"template"`
+	// Format is how the signature sits in its header (hmac, ed25519,
+	// ecdsa-p256): "{signature}" (zero value), "sha256={signature}",
+	// "t={timestamp},v1={signature}", ... (see format.go). A list format
+	// accepts several signatures, for a secret being rotated.
+	Format string `yaml:"format"`
+	// Timestamp is where the signed timestamp is read when Format has no
+	// {timestamp}: "header:NAME" or "json:PATH". It must be part of the
+	// signed content. Zero: none (no {timestamp} in Format either), and
+	// nothing bounds how long a captured delivery stays acceptable.
+	Timestamp string `yaml:"timestamp"`
+	// TimestampFormat is how the timestamp is written: unix (seconds, the
+	// zero value), unix_ms or rfc3339.
+	TimestampFormat string `yaml:"timestamp_format"`
+	// Signature is where the signature is read when it is not in a header
+	// (hmac only): "json:PATH" (Mailgun). Header must then be empty.
+	Signature string `yaml:"signature"`
 	// Tolerance bounds the signed timestamp's distance from now, both
-	// directions (standard-webhooks, stripe, slack). Zero means 5m.
+	// directions (standard-webhooks, stripe, slack, and hmac, ed25519 and
+	// ecdsa-p256 with a timestamp). Zero means 5m.
 	Tolerance time.Duration `yaml:"tolerance"`
+	// PublicURL is the URL the provider calls, which {url} stands for: the
+	// route's public_url (the config sets it; it is not a verify field).
+	PublicURL string `yaml:"-"`
+	// Method is the method the provider calls with, which {method} stands
+	// for: the config sets it from the route's match.methods when it lists
+	// exactly one (it is not a verify field). Zero: POST.
+	Method string `yaml:"-"`
 	// Secrets are tried in order; every active one may match.
 	Secrets []SecretConfig `yaml:"secrets"`
 	// JWT configures the jwt scheme.
@@ -157,10 +188,14 @@ type Verifier interface {
 
 // SignedDigester is implemented by verifiers whose signature binds the
 // signed bytes: hmac, github, shopify, stripe, slack, standard-webhooks (v1
-// and v1a), and jwt when body_hash_claim is set. SignedDigest returns the
-// SHA-256 of exactly the bytes the signature covers: the body for hmac,
-// github, shopify and jwt; "{t}.{body}" for stripe; "v0:{timestamp}:{body}"
-// for slack; "{id}.{timestamp}.{body}" for standard-webhooks. Every copy of
+// and v1a), ed25519, ecdsa-p256, and jwt when body_hash_claim is set (not
+// token, which signs nothing). SignedDigest returns the SHA-256 of exactly
+// the bytes the signature covers: the body for hmac, github, shopify and
+// jwt; "{t}.{body}" for stripe; "v0:{timestamp}:{body}" for slack;
+// "{id}.{timestamp}.{body}" for standard-webhooks; the expanded template
+// for hmac with a template, ed25519 and ecdsa-p256 (which need not contain
+// the body: Mailgun signs a timestamp and a token, Twilio the URL and the
+// sorted form fields). Every copy of
 // one signed request has the same digest, whatever else differs (extra
 // signatures in a multi-signature header, the case of hex digits, headers
 // the signature does not cover), and any change to a signed byte changes

@@ -2,10 +2,12 @@ package main
 
 import (
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"math/big"
 	"os"
@@ -50,6 +52,7 @@ func TestProviderExamplesInGatewayYAMLLoad(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "keys"), 0o700)
 	writeJWKS(t, filepath.Join(dir, "keys", "plaid.jwks.json"), ecJWK(t))
 	writeJWKS(t, filepath.Join(dir, "keys", "google.jwks.json"), rsaJWK(t))
+	discordKey, _, _ := ed25519.GenerateKey(rand.Reader)
 	env := map[string]string{
 		"SVIX_SECRET":               "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")),
 		"GITHUB_WEBHOOK_SECRET":     "gh-secret-0123456789",
@@ -57,6 +60,9 @@ func TestProviderExamplesInGatewayYAMLLoad(t *testing.T) {
 		"STRIPE_WEBHOOK_SECRET_OLD": "whsec_old-0123456789",
 		"SHOPIFY_CLIENT_SECRET":     "shp-secret-0123456789",
 		"SLACK_SIGNING_SECRET":      "slack-secret-0123456789",
+		"ZOOM_SECRET_TOKEN":         "zoom-secret-token-0123456789",
+		"TWILIO_AUTH_TOKEN":         "twilio-auth-token-0123456789",
+		"DISCORD_PUBLIC_KEY":        hex.EncodeToString(discordKey),
 	}
 	// The warnings an example documents, as parts of their text; any other
 	// warning fails the test.
@@ -65,7 +71,8 @@ func TestProviderExamplesInGatewayYAMLLoad(t *testing.T) {
 	}
 	// The examples keyed on an id the signature does not cover, which the
 	// gateway guards against replays under fresh ids.
-	guarded := map[string]bool{"github": true, "shopify": true}
+	// Twilio signs the sorted form fields, not the body's bytes.
+	guarded := map[string]bool{"github": true, "shopify": true, "twilio": true}
 	for _, ex := range examples {
 		name := strings.Fields(ex)[2]
 		t.Run(name, func(t *testing.T) {

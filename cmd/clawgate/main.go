@@ -32,14 +32,18 @@ var commands = []command{
 			"admin API on admin.listen. SIGHUP reloads the config; SIGTERM drains and exits."},
 	{"check", "[flags]", "validate a config and print every problem, like nginx -t",
 		"Load a config as serve would and print every problem with its file and line.\n" +
-			"Exits 0 when the config is valid (warnings go to stderr), 1 when it is not."},
+			"Exits 0 when the config is valid (warnings go to stderr), 1 when it is not.\n" +
+			"-explain prints each route as it runs: provider presets expanded, the key's\n" +
+			"source and whether the signature covers it."},
 	{"demo", "[flags]", "replay the 17-deliveries incident against a built-in upstream",
 		"Push one signed event to an in-process gateway again and again while its\n" +
 			"upstream is slow, and show that the upstream completes it exactly once."},
 	{"simulate", "-url URL [flags]", "send one signed event several times to a running gateway",
 		"Sign one event exactly as a route of the config expects, deliver it several\n" +
 			"times and print what each delivery got. Exits 0 when exactly one was\n" +
-			"forwarded and the others were replayed or answered as in flight."},
+			"forwarded and the others were replayed or answered as in flight. A route\n" +
+			"with a provider (or -provider NAME) gets that provider's kind of event,\n" +
+			"signed as the provider signs it, before the provider is wired."},
 	{"keys", "get|reset [flags] ROUTE KEY", "show or reset an idempotency key over the admin API",
 		"get shows a key's state, attempts and stored status. reset forgets the key,\n" +
 			"so that its next delivery is forwarded to the upstream again. The admin\n" +

@@ -25,10 +25,11 @@ import (
 func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("simulate", stderr)
 	target := fs.String("url", "", "gateway `URL` to deliver to, e.g. http://127.0.0.1:8080/webhook/order (required)")
-	routeName := fs.String("route", "", "route `name` whose verify and idempotency blocks to follow (default: the first)")
+	routeName := fs.String("route", "", "route `name` whose verify and idempotency blocks to follow (default: the first, or the first of -provider)")
+	provider := fs.String("provider", "", "send an event of provider `NAME` (zoom, stripe, ...), signed as it signs, to the route with that provider")
 	times := fs.Int("times", 5, "how many `deliveries` of the same event")
 	path := configFlag(fs)
-	signKey := fs.String("sign-key", "", "jwt only: PEM private key `file` to sign with (default: the route's HMAC secret)")
+	signKey := fs.String("sign-key", "", "jwt, ed25519 and ecdsa-p256: private key `file` to sign with, PEM (ed25519 also the seed in hex); the route must list its public key (default: the route's secret)")
 	if code := parseFlags(fs, args, 0); code >= 0 {
 		return code
 	}
@@ -46,7 +47,7 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	route, err := findRoute(cfg, *routeName)
+	route, err := findRoute(cfg, *routeName, *provider)
 	if err != nil {
 		fmt.Fprintf(stderr, "clawgate simulate: %v\n", err)
 		return 2
@@ -63,25 +64,40 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 		signer, err = verify.NewSigner(route.Verify, verify.Env{Dir: cfg.Dir}, key)
 		if err != nil {
 			fmt.Fprintf(stderr, "clawgate simulate: route %q: %v\n", route.Name, err)
+			if *signKey == "" && (route.Verify.Scheme == verify.SchemeEd25519 || route.Verify.Scheme == verify.SchemeECDSAP256) {
+				fmt.Fprintln(stderr, "clawgate simulate: pass -sign-key with a test private key, and list its public key in the route's secrets")
+			}
 			return 1
 		}
 	}
 	ev := newSimEvent(route)
 	client := &http.Client{Timeout: route.Timeout + 5*time.Second}
-	fmt.Fprintf(stdout, "event %s on route %s (%s), %d deliveries to %s\n\n", ev.id, route.Name, route.Verify.Scheme, *times, u.Redacted())
+	kind := route.Verify.Scheme
+	if route.Provider != "" {
+		kind = "provider " + route.Provider
+	}
+	fmt.Fprintf(stdout, "event %s on route %s (%s), %d deliveries to %s\n\n", ev.id, route.Name, kind, *times, u.Redacted())
 	fmt.Fprintf(stdout, "%-8s %-7s %-10s %s\n", "attempt", "status", "result", "request id")
 	counts := map[string]int{}
 	for i := 1; i <= *times; i++ {
-		req, err := ev.request(u)
-		if err != nil {
-			fmt.Fprintf(stderr, "clawgate simulate: %v\n", err)
-			return 1
-		}
+		h := ev.headers.Clone()
+		body := ev.body
 		if signer != nil {
-			if err := signer.Sign(req.Header, ev.body, time.Now()); err != nil {
+			var err error
+			if bs, ok := signer.(verify.BodySigner); ok {
+				body, err = bs.SignBody(h, body, time.Now())
+			} else {
+				err = signer.Sign(h, body, time.Now())
+			}
+			if err != nil {
 				fmt.Fprintf(stderr, "clawgate simulate: sign: %v\n", err)
 				return 1
 			}
+		}
+		req, err := ev.request(u, h, body)
+		if err != nil {
+			fmt.Fprintf(stderr, "clawgate simulate: %v\n", err)
+			return 1
 		}
 		resp, err := client.Do(req)
 		if err != nil {
@@ -104,16 +120,38 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func findRoute(cfg *config.Config, name string) (*config.Route, error) {
-	if name == "" {
-		return &cfg.Routes[0], nil
-	}
-	var names []string
-	for i := range cfg.Routes {
-		if cfg.Routes[i].Name == name {
-			return &cfg.Routes[i], nil
+// findRoute returns the route named name, or (name empty) the first route
+// of provider, or the first route. With both, the route must have that
+// provider.
+func findRoute(cfg *config.Config, name, provider string) (*config.Route, error) {
+	if provider != "" {
+		p, ok := verify.LookupPreset(provider)
+		if !ok {
+			return nil, fmt.Errorf("unknown provider %q (valid: %s)", provider, strings.Join(verify.PresetNames(), ", "))
 		}
-		names = append(names, cfg.Routes[i].Name)
+		provider = p.Name
+	}
+	var names, providers []string
+	for i := range cfg.Routes {
+		r := &cfg.Routes[i]
+		switch {
+		case name != "" && r.Name == name && provider != "" && r.Provider != provider:
+			return nil, fmt.Errorf("route %q has provider %q, not %q", name, r.Provider, provider)
+		case name != "" && r.Name == name:
+			return r, nil
+		case name == "" && provider != "" && r.Provider == provider:
+			return r, nil
+		}
+		names = append(names, r.Name)
+		if r.Provider != "" {
+			providers = append(providers, r.Provider)
+		}
+	}
+	switch {
+	case name == "" && provider == "":
+		return &cfg.Routes[0], nil
+	case name == "":
+		return nil, fmt.Errorf("no route with provider %q in the config (providers: %s); add one with `provider: %s`", provider, strings.Join(providers, ", "), provider)
 	}
 	return nil, fmt.Errorf("no route %q in the config (routes: %s)", name, strings.Join(names, ", "))
 }
@@ -145,6 +183,19 @@ type simEvent struct {
 func newSimEvent(route *config.Route) *simEvent {
 	id := fmt.Sprintf("evt_sim_%x", rand.Uint64())
 	ev := &simEvent{id: id, method: route.Match.Methods[0], headers: http.Header{}, query: url.Values{}}
+	if p, ok := verify.LookupPreset(route.Provider); ok {
+		// The provider's own kind of event; only header key sources are
+		// set beside it (its body already holds the id where the preset's
+		// key reads it).
+		ev.id = fmt.Sprintf("sim%x", rand.Uint64())
+		ev.body, ev.ctype = p.SampleBody(ev.id, time.Now())
+		for _, s := range route.Key.Sources {
+			if s.Kind == dedupe.KindHeader {
+				ev.headers.Set(s.Name, ev.id)
+			}
+		}
+		return ev
+	}
 	doc := map[string]any{
 		"id": id, "event_id": id, "type": "order.paid", "created_at": time.Now().Unix(),
 		"data": map[string]any{"order_id": "ord_sim", "object": map[string]any{"id": id}},
@@ -205,7 +256,9 @@ func setPath(doc map[string]any, path []string, v string) {
 	}
 }
 
-func (ev *simEvent) request(base *url.URL) (*http.Request, error) {
+// request builds one delivery of ev with headers h (ev's own, signed) and
+// body (ev's, or the copy its signer filled in).
+func (ev *simEvent) request(base *url.URL, h http.Header, body []byte) (*http.Request, error) {
 	u := *base
 	if len(ev.query) > 0 {
 		q := u.Query()
@@ -214,11 +267,11 @@ func (ev *simEvent) request(base *url.URL) (*http.Request, error) {
 		}
 		u.RawQuery = q.Encode()
 	}
-	req, err := http.NewRequest(ev.method, u.String(), bytes.NewReader(ev.body))
+	req, err := http.NewRequest(ev.method, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range ev.headers {
+	for k, v := range h {
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", ev.ctype)

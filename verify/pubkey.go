@@ -1,0 +1,405 @@
+package verify
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The public-key template schemes: ed25519 (Discord) and ecdsa-p256
+// (SendGrid's event webhook). The provider signs the template's content
+// with its private key; the route lists the provider's public keys in
+// secrets (secret, secret_env or secret_file, with id, not_before and
+// not_after as for any secret, so that a key can be rotated).
+//
+//	ed25519:    64 hex digits, or the base64 of the 32-byte key, or a PEM
+//	            "PUBLIC KEY"; the signature is the 64-byte Ed25519
+//	            signature of the content (hex by default, or base64)
+//	ecdsa-p256: the base64 of the DER SubjectPublicKeyInfo (as SendGrid
+//	            shows it), or a PEM "PUBLIC KEY"; the signature is the
+//	            ASN.1 DER ECDSA signature of the content's SHA-256, base64
+//
+// Both hold no secret, so an inline key draws no warning.
+
+// resolvePublicKeys resolves secrets that hold public keys: as
+// ResolveSecrets, without the warnings meant for secrets (inline, short,
+// readable by others).
+func resolvePublicKeys(cs []SecretConfig, env Env) ([]Secret, []string, error) {
+	if len(cs) == 0 {
+		return nil, nil, fmt.Errorf("verify: secrets: at least one public key is required")
+	}
+	out := make([]Secret, 0, len(cs))
+	seen := map[string]int{}
+	for i, sc := range cs {
+		field := fmt.Sprintf("secrets[%d]", i)
+		id := sc.ID
+		if id == "" {
+			id = fmt.Sprint(i)
+		}
+		if j, dup := seen[id]; dup {
+			return nil, nil, fmt.Errorf("verify: %s: id %q is already used by secrets[%d]", field, id, j)
+		}
+		seen[id] = i
+		v, err := resolveValue(field, sc.Secret, sc.SecretEnv, sc.SecretFile, env)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !sc.NotBefore.IsZero() && !sc.NotAfter.IsZero() && !sc.NotBefore.Before(sc.NotAfter) {
+			return nil, nil, fmt.Errorf("verify: %s: not_before must be earlier than not_after", field)
+		}
+		out = append(out, Secret{ID: id, Key: v.key, NotBefore: sc.NotBefore, NotAfter: sc.NotAfter, from: v.from})
+	}
+	w, err := checkActive("key", len(out), func(i int) (string, time.Time, time.Time) {
+		return out[i].ID, out[i].NotBefore, out[i].NotAfter
+	}, env.now())
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, w, nil
+}
+
+// decodeKeyText decodes a key written as hex (when hexLen matches), base64
+// (standard or URL alphabet, padded or not) or PEM; der reports PEM.
+func decodeKeyText(s string, hexLen int) (raw []byte, pemType string, ok bool) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "-----BEGIN") {
+		block, _ := pem.Decode([]byte(s))
+		if block == nil {
+			return nil, "", false
+		}
+		return block.Bytes, block.Type, true
+	}
+	if hexLen > 0 && len(s) == hexLen {
+		if b, err := hex.DecodeString(s); err == nil {
+			return b, "", true
+		}
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return b, "", true
+		}
+	}
+	return nil, "", false
+}
+
+// ----- ed25519 -----
+
+type templateEd25519 struct {
+	sc   *signedContent
+	keys []edKey
+}
+
+type edKey struct {
+	Secret
+	pub ed25519.PublicKey
+}
+
+func newTemplateEd25519(c Config, env Env) (*templateEd25519, []string, error) {
+	sc, err := compileContent(SchemeEd25519, c, "", false)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets, warnings, err := resolvePublicKeys(c.Secrets, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	v := &templateEd25519{sc: sc}
+	for i, s := range secrets {
+		pub, err := parseEd25519Public(string(s.Key))
+		if err != nil {
+			return nil, nil, fmt.Errorf("verify: ed25519: secrets[%d] (id %q): %w", i, s.ID, err)
+		}
+		v.keys = append(v.keys, edKey{Secret: s, pub: pub})
+	}
+	return v, warnings, nil
+}
+
+func parseEd25519Public(s string) (ed25519.PublicKey, error) {
+	raw, typ, ok := decodeKeyText(s, 2*ed25519.PublicKeySize)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("not an Ed25519 public key (64 hex digits, base64 of 32 bytes, or a PEM PUBLIC KEY)")
+	case typ != "":
+		k, err := x509.ParsePKIXPublicKey(raw)
+		pub, isEd := k.(ed25519.PublicKey)
+		if err != nil || !isEd {
+			return nil, fmt.Errorf("the PEM block is not an Ed25519 PUBLIC KEY")
+		}
+		return pub, nil
+	case len(raw) != ed25519.PublicKeySize:
+		return nil, fmt.Errorf("an Ed25519 public key is 32 bytes, this one %d", len(raw))
+	}
+	return ed25519.PublicKey(raw), nil
+}
+
+// Verify implements Verifier.
+func (v *templateEd25519) Verify(h http.Header, body []byte, now time.Time) (string, error) {
+	var p sigParse
+	var in tplInput
+	if err := v.sc.read(h, body, now, &p, &in); err != nil {
+		return "", err
+	}
+	var c candidates
+	if bad := v.sc.decodeSignatures(&p, &in, &c); c.n == 0 {
+		return "", v.sc.noCandidates(&p, bad)
+	}
+	var w *appendWriter
+	defer func() {
+		if w != nil {
+			releaseContent(w)
+		}
+	}()
+	active := false
+	for i := range v.keys {
+		k := &v.keys[i]
+		if !k.Active(now) {
+			continue
+		}
+		active = true
+		if w == nil {
+			w = v.sc.content(&in)
+		}
+		ok := false
+		for j := 0; j < c.n; j++ {
+			if ed25519.Verify(k.pub, w.b, c.get(j)) {
+				ok = true
+			}
+		}
+		if ok {
+			return k.ID, nil
+		}
+	}
+	if !active {
+		return "", fail(SchemeEd25519, ErrNoActiveSecret, "no key is active")
+	}
+	return "", fail(SchemeEd25519, ErrMismatch, "no signature matches an active key")
+}
+
+// SignedDigest implements SignedDigester: the digest of the signed content.
+func (v *templateEd25519) SignedDigest(h http.Header, body []byte) ([32]byte, bool) {
+	return v.sc.signedDigest(h, body)
+}
+
+// signer: signKey is required: a PEM "PRIVATE KEY" (PKCS #8 Ed25519), or
+// the hex or base64 of the 32-byte seed or the 64-byte private key.
+func (v *templateEd25519) signer(signKey []byte) (Signer, error) {
+	if len(strings.TrimSpace(string(signKey))) == 0 {
+		return nil, fmt.Errorf("verify: ed25519: signing needs the private key (the provider's is not the gateway's to hold): give a test Ed25519 private key whose public key the route lists")
+	}
+	raw, typ, ok := decodeKeyText(string(signKey), 2*ed25519.SeedSize)
+	if !ok {
+		return nil, fmt.Errorf("verify: ed25519: signing key: not PEM, hex or base64")
+	}
+	if typ != "" {
+		k, err := x509.ParsePKCS8PrivateKey(raw)
+		priv, isEd := k.(ed25519.PrivateKey)
+		if err != nil || !isEd {
+			return nil, fmt.Errorf("verify: ed25519: signing key: the PEM block is not a PKCS #8 Ed25519 private key")
+		}
+		return &edSigner{v: v, priv: priv}, nil
+	}
+	switch len(raw) {
+	case ed25519.SeedSize:
+		return &edSigner{v: v, priv: ed25519.NewKeyFromSeed(raw)}, nil
+	case ed25519.PrivateKeySize:
+		return &edSigner{v: v, priv: ed25519.NewKeyFromSeed(raw[:ed25519.SeedSize])}, nil
+	}
+	return nil, fmt.Errorf("verify: ed25519: signing key: want a 32-byte seed or a 64-byte private key, got %d bytes", len(raw))
+}
+
+type edSigner struct {
+	v    *templateEd25519
+	priv ed25519.PrivateKey
+}
+
+// Sign implements Signer.
+func (s *edSigner) Sign(h http.Header, body []byte, now time.Time) error {
+	in, ts, err := s.v.sc.prepareSign(h, body, now)
+	if err != nil {
+		return err
+	}
+	w := s.v.sc.content(in)
+	sig := ed25519.Sign(s.priv, w.b)
+	releaseContent(w)
+	_, err = s.v.sc.setSignature(h, body, sig, ts)
+	return err
+}
+
+// ----- ecdsa-p256 -----
+
+type templateECDSA struct {
+	sc   *signedContent
+	keys []ecKey
+}
+
+type ecKey struct {
+	Secret
+	pub *ecdsa.PublicKey
+}
+
+func newTemplateECDSA(c Config, env Env) (*templateECDSA, []string, error) {
+	sc, err := compileContent(SchemeECDSAP256, c, "", false)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets, warnings, err := resolvePublicKeys(c.Secrets, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	v := &templateECDSA{sc: sc}
+	for i, s := range secrets {
+		pub, err := parseP256Public(string(s.Key))
+		if err != nil {
+			return nil, nil, fmt.Errorf("verify: ecdsa-p256: secrets[%d] (id %q): %w", i, s.ID, err)
+		}
+		v.keys = append(v.keys, ecKey{Secret: s, pub: pub})
+	}
+	return v, warnings, nil
+}
+
+func parseP256Public(s string) (*ecdsa.PublicKey, error) {
+	raw, _, ok := decodeKeyText(s, 0)
+	if !ok {
+		return nil, fmt.Errorf("not an ECDSA public key (base64 of the DER key, or a PEM PUBLIC KEY)")
+	}
+	k, err := x509.ParsePKIXPublicKey(raw)
+	pub, isEC := k.(*ecdsa.PublicKey)
+	if err != nil || !isEC || pub.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("not an ECDSA P-256 public key")
+	}
+	return pub, nil
+}
+
+// maxDERSignature bounds an ASN.1 ECDSA P-256 signature (72 bytes at most).
+const maxDERSignature = 80
+
+// Verify implements Verifier.
+func (v *templateECDSA) Verify(h http.Header, body []byte, now time.Time) (string, error) {
+	var p sigParse
+	var in tplInput
+	if err := v.sc.read(h, body, now, &p, &in); err != nil {
+		return "", err
+	}
+	var sigs [maxCandidates][maxDERSignature]byte
+	var lens [maxCandidates]int
+	n := 0
+	for i := 0; i < p.n; i++ {
+		if m, ok := decodeInto(sigs[n][:], p.vals[i], v.sc.base64); ok {
+			lens[n] = m
+			n++
+		}
+	}
+	if n == 0 {
+		return "", v.sc.noCandidates(&p, p.n > 0)
+	}
+	st := digestStates.Get().(*digestState)
+	st.h.Reset()
+	st.buf = keepBuf(v.sc.tpl.writeTo(st.h, st.buf, &in))
+	st.h.Sum(st.sum[:0])
+	digest := st.sum
+	digestStates.Put(st)
+	active := false
+	for i := range v.keys {
+		k := &v.keys[i]
+		if !k.Active(now) {
+			continue
+		}
+		active = true
+		ok := false
+		for j := 0; j < n; j++ {
+			if ecdsa.VerifyASN1(k.pub, digest[:], sigs[j][:lens[j]]) {
+				ok = true
+			}
+		}
+		if ok {
+			return k.ID, nil
+		}
+	}
+	if !active {
+		return "", fail(SchemeECDSAP256, ErrNoActiveSecret, "no key is active")
+	}
+	return "", fail(SchemeECDSAP256, ErrMismatch, "no signature matches an active key")
+}
+
+// decodeInto decodes s (hex, or standard base64) into dst.
+func decodeInto(dst []byte, s string, b64 bool) (int, bool) {
+	if b64 {
+		if base64.StdEncoding.DecodedLen(len(s)) > len(dst) || len(s) == 0 {
+			return 0, false
+		}
+		var src [(maxDERSignature + 2) / 3 * 4]byte
+		n := copy(src[:], s)
+		m, err := base64.StdEncoding.Decode(dst, src[:n])
+		return m, err == nil && m > 0
+	}
+	if len(s) == 0 || len(s)%2 != 0 || len(s)/2 > len(dst) {
+		return 0, false
+	}
+	for i := 0; i < len(s); i += 2 {
+		hi, ok1 := unhex(s[i])
+		lo, ok2 := unhex(s[i+1])
+		if !ok1 || !ok2 {
+			return 0, false
+		}
+		dst[i/2] = hi<<4 | lo
+	}
+	return len(s) / 2, true
+}
+
+// SignedDigest implements SignedDigester: the digest of the signed content.
+func (v *templateECDSA) SignedDigest(h http.Header, body []byte) ([32]byte, bool) {
+	return v.sc.signedDigest(h, body)
+}
+
+// signer: signKey is required: a PEM "PRIVATE KEY" (PKCS #8) or "EC
+// PRIVATE KEY" on P-256.
+func (v *templateECDSA) signer(signKey []byte) (Signer, error) {
+	block, _ := pem.Decode(signKey)
+	if block == nil {
+		return nil, fmt.Errorf("verify: ecdsa-p256: signing needs the private key (the provider's is not the gateway's to hold): give a test P-256 private key (PEM) whose public key the route lists")
+	}
+	var k any
+	var err error
+	if block.Type == "EC PRIVATE KEY" {
+		k, err = x509.ParseECPrivateKey(block.Bytes)
+	} else {
+		k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	}
+	priv, ok := k.(*ecdsa.PrivateKey)
+	if err != nil || !ok || priv.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("verify: ecdsa-p256: signing key: not a P-256 private key")
+	}
+	return &ecSigner{v: v, priv: priv}, nil
+}
+
+type ecSigner struct {
+	v    *templateECDSA
+	priv *ecdsa.PrivateKey
+}
+
+// Sign implements Signer.
+func (s *ecSigner) Sign(h http.Header, body []byte, now time.Time) error {
+	in, ts, err := s.v.sc.prepareSign(h, body, now)
+	if err != nil {
+		return err
+	}
+	w := s.v.sc.content(in)
+	digest := sha256.Sum256(w.b)
+	releaseContent(w)
+	sig, err := ecdsa.SignASN1(rand.Reader, s.priv, digest[:])
+	if err != nil {
+		return err
+	}
+	_, err = s.v.sc.setSignature(h, body, sig, ts)
+	return err
+}
