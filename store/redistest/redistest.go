@@ -15,6 +15,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -364,6 +365,11 @@ func roundTrip(conn net.Conn, rd *bufio.Reader, args ...string) (string, error) 
 	if _, err := io.WriteString(conn, b.String()); err != nil {
 		return "", err
 	}
+	return readReply(rd)
+}
+
+// readReply reads one reply; an array's elements are joined with spaces.
+func readReply(rd *bufio.Reader) (string, error) {
 	line, err := rd.ReadString('\n')
 	if err != nil {
 		return "", err
@@ -390,6 +396,20 @@ func roundTrip(conn net.Conn, rd *bufio.Reader, args ...string) (string, error) 
 			return "", err
 		}
 		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", fmt.Errorf("bad array length %q", line)
+		}
+		parts := make([]string, 0, max(n, 0))
+		for range n {
+			p, err := readReply(rd)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, p)
+		}
+		return strings.Join(parts, " "), nil
 	}
 	return "", fmt.Errorf("unsupported reply %q", line)
 }
@@ -415,4 +435,99 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// Sentinel is one redis-server running as a Sentinel.
+type Sentinel struct {
+	// Addr is the sentinel's host:port.
+	Addr string
+	// MasterName is the name it monitors the master under.
+	MasterName string
+}
+
+// StartSentinel starts a Sentinel monitoring master under the name
+// "mymaster" with a quorum of 1 and a one-second down-after, and returns
+// once it knows the master and its replicas. It is killed when the test
+// ends.
+func StartSentinel(t testing.TB, master *Server) *Sentinel {
+	t.Helper()
+	requireBinary(t, "redis-server")
+	host, mport, err := net.SplitHostPort(master.Addr)
+	if err != nil {
+		t.Fatalf("redistest: master address %q: %v", master.Addr, err)
+	}
+	dir := t.TempDir()
+	var lastErr error
+	for try := 0; try < 10; try++ {
+		port, err := pickPort()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster %s %s 1\n"+
+			"sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 10000\n", port, dir, host, mport)
+		path := dir + "/sentinel-" + strconv.Itoa(port) + ".conf"
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		cmd := exec.Command("redis-server", path, "--sentinel")
+		out := &tailBuffer{max: 8 << 10}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("redistest: starting redis-server --sentinel: %v", err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		deadline := time.Now().Add(startTimeout)
+		for {
+			select {
+			case <-done:
+				lastErr = fmt.Errorf("sentinel exited: %s", out.String())
+			default:
+				if reply, err := Command(addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"); err == nil && strings.Contains(reply, mport) {
+					return &Sentinel{Addr: addr, MasterName: "mymaster"}
+				}
+				if time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				lastErr = fmt.Errorf("sentinel on %s did not report the master within %v: %s", addr, startTimeout, out.String())
+			}
+			break
+		}
+	}
+	t.Fatalf("redistest: could not start a sentinel: %v", lastErr)
+	return nil
+}
+
+// Failover asks the sentinel to promote a replica now, and returns once it
+// reports a master other than old.
+func (s *Sentinel) Failover(t testing.TB, old string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	// Until the sentinel has seen the replica (it asks the master with
+	// INFO), it has no replica to promote.
+	for {
+		_, err := Command(s.Addr, "SENTINEL", "FAILOVER", s.MasterName)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "NOGOODSLAVE") || time.Now().After(deadline) {
+			t.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, oldPort, _ := net.SplitHostPort(old)
+	for {
+		reply, err := Command(s.Addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.MasterName)
+		if err == nil && !strings.Contains(reply, oldPort) {
+			return reply
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: no failover within 30s: %v %q", err, reply)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
