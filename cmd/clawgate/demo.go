@@ -79,34 +79,14 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"order":"ord_1001","points_deducted":100,"attempt_seen":%q}`+"\n", r.Header.Get("X-Clawgate-Attempt"))
 	})}
-	uln, err := net.Listen("tcp", "127.0.0.1:0")
+	d, err := startDemo(demoConfig, upstream, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
 		return 1
 	}
-	go upstream.Serve(uln)
-	defer upstream.Close()
-
-	cfg, err := config.Parse([]byte(fmt.Sprintf(demoConfig, "http://"+uln.Addr().String())), "demo.yaml", ".", func(string) string { return "" })
-	if err != nil {
-		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
-		return 1
-	}
-	reg := prometheus.NewRegistry()
-	inst, err := server.Start(cfg, server.Options{Logger: log, Registry: reg, Version: version})
-	if err != nil {
-		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
-		return 1
-	}
-	defer inst.Shutdown(5 * time.Second)
-
+	defer d.stop()
 	// The provider: one signed event, delivered again and again.
-	route := cfg.Routes[0]
-	signer, err := verify.NewSigner(route.Verify, verify.Env{Dir: "."}, nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
-		return 1
-	}
+	inst, reg, route, signer, uln := d.inst, d.reg, d.route, d.signer, d.uln
 	body := []byte(`{"id":"evt_1001","type":"order.paid","data":{"order_id":"ord_1001","points":100}}`)
 	url := "http://" + inst.Addr().String() + route.Match.Path
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -160,6 +140,47 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "\nok: points were deducted exactly once")
 	return 0
+}
+
+// demoRun is a demo's gateway in front of its upstream, on loopback.
+type demoRun struct {
+	inst   *server.Server
+	reg    *prometheus.Registry
+	route  config.Route
+	signer verify.Signer
+	uln    net.Listener
+	stop   func()
+}
+
+// startDemo serves upstream on a loopback port, starts a gateway with
+// cfgYAML (its %s is the upstream's URL) and a signer for its first route.
+func startDemo(cfgYAML string, upstream *http.Server, log *slog.Logger) (*demoRun, error) {
+	uln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go upstream.Serve(uln)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(cfgYAML, "http://"+uln.Addr().String())), "demo.yaml", ".", func(string) string { return "" })
+	if err != nil {
+		upstream.Close()
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	inst, err := server.Start(cfg, server.Options{Logger: log, Registry: reg, Version: version})
+	if err != nil {
+		upstream.Close()
+		return nil, err
+	}
+	stop := func() {
+		inst.Shutdown(5 * time.Second)
+		upstream.Close()
+	}
+	signer, err := verify.NewSigner(cfg.Routes[0].Verify, verify.Env{Dir: "."}, nil)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &demoRun{inst: inst, reg: reg, route: cfg.Routes[0], signer: signer, uln: uln, stop: stop}, nil
 }
 
 // gatherSum adds up every series of one metric family.

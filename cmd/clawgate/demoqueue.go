@@ -6,18 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/clawgate/clawgate/config"
-	"github.com/clawgate/clawgate/server"
-	"github.com/clawgate/clawgate/verify"
 )
 
 // demoQueueConfig is the queue act's gateway: one delivery: queue route
@@ -76,32 +69,13 @@ func cmdDemoQueue(stdout, stderr io.Writer, log *slog.Logger) int {
 		mu.Unlock()
 		fmt.Fprintf(w, `{"ok":true}`)
 	})}
-	uln, err := net.Listen("tcp", "127.0.0.1:0")
+	d, err := startDemo(demoQueueConfig, upstream, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
 		return 1
 	}
-	go upstream.Serve(uln)
-	defer upstream.Close()
-
-	cfg, err := config.Parse([]byte(fmt.Sprintf(demoQueueConfig, "http://"+uln.Addr().String())), "demo.yaml", ".", func(string) string { return "" })
-	if err != nil {
-		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
-		return 1
-	}
-	reg := prometheus.NewRegistry()
-	inst, err := server.Start(cfg, server.Options{Logger: log, Registry: reg, Version: version})
-	if err != nil {
-		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
-		return 1
-	}
-	defer inst.Shutdown(5 * time.Second)
-	route := cfg.Routes[0]
-	signer, err := verify.NewSigner(route.Verify, verify.Env{Dir: "."}, nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "clawgate demo: %v\n", err)
-		return 1
-	}
+	defer d.stop()
+	inst, reg, route, signer := d.inst, d.reg, d.route, d.signer
 	url := "http://" + inst.Addr().String() + route.Match.Path
 	admin := "http://" + inst.AdminAddr().String()
 	client := &http.Client{Timeout: 10 * time.Second}
