@@ -268,13 +268,22 @@ return {1, qa, qt, ev[1], ev[2], h[4] or ''}
 	//   retry: new tok, due ms
 	//   dead:  reason, status, error
 	// Reply: 1 recorded, 0 not the owner (nothing changed), -1 leftover
-	// (entry dropped, nothing recorded).
+	// (entry dropped, nothing recorded). When the group is gone (Redis lost
+	// the stream), the key's token alone decides.
 	settleScript = redis.NewScript(`
-local p = redis.call('XPENDING', KEYS[3], 'clawgate', ARGV[1], ARGV[1], 1)
-if #p == 0 or p[1][2] ~= ARGV[2] then
-  return 0
+local p = redis.pcall('XPENDING', KEYS[3], 'clawgate', ARGV[1], ARGV[1], 1)
+if type(p) == 'table' and p.err then
+  if not string.find(p.err, 'NOGROUP', 1, true) then
+    return redis.error_reply(p.err)
+  end
+  -- Redis lost the stream and its group: ownership cannot be asked, the
+  -- token alone fences (a requeue after the loss mints a new one).
+else
+  if #p == 0 or p[1][2] ~= ARGV[2] then
+    return 0
+  end
+  redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
 end
-redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
 redis.call('XDEL', KEYS[3], ARGV[1])
 local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'eid', 'qt')
 if h[1] ~= 'queued' or h[2] ~= ARGV[3] then
