@@ -187,8 +187,17 @@ type formField struct{ k0, k1, v0, v1 int }
 
 // appendSortedForm appends the fields of the form-encoded body sorted by
 // decoded name, then decoded value, each name followed by its value,
-// percent-decoded ('+' is a space), nothing between them. ok is false for
-// a body with more than maxFormFields fields or a bad percent escape.
+// percent-decoded ('+' is a space), nothing between them. A name=value
+// pair that repeats one already appended (decoded) is left out: Twilio
+// signs each distinct value of a name once, as its SDKs compute it
+// (twilio-node's Array.from(new Set(values)).sort(), twilio-python's
+// sorted(set(values))), so "A=1&A=1" signs "A1" and "A=2&A=1&A=2" signs
+// "A1A2". Names and values compare by their decoded bytes: for UTF-8, the
+// code-point order of Twilio's documented "Unix-style case-sensitive"
+// sort, and of twilio-python and twilio-go (twilio-node sorts UTF-16 code
+// units, which differs only between U+E000-U+FFFF and U+10000 and above).
+// ok is false for a body with more than maxFormFields fields or a bad
+// percent escape.
 func appendSortedForm(dst, body []byte) ([]byte, bool) {
 	var fields [maxFormFields]formField
 	n := 0
@@ -221,7 +230,12 @@ func appendSortedForm(dst, body []byte) ([]byte, bool) {
 			fields[b], fields[b-1] = fields[b-1], fields[b]
 		}
 	}
-	for _, f := range fields[:n] {
+	for i := range fields[:n] {
+		f := &fields[i]
+		if i > 0 && formEqual(body, f, &fields[i-1]) {
+			// Sorted, so a repeated pair follows its first copy.
+			continue
+		}
 		dst = appendUnescaped(dst, body[f.k0:f.k1])
 		dst = appendUnescaped(dst, body[f.v0:f.v1])
 	}
@@ -297,4 +311,11 @@ func formLess(body []byte, x, y *formField) bool {
 		return c < 0
 	}
 	return compareUnescaped(body[x.v0:x.v1], body[y.v0:y.v1]) < 0
+}
+
+// formEqual reports whether two fields have the same decoded name and
+// value.
+func formEqual(body []byte, x, y *formField) bool {
+	return compareUnescaped(body[x.k0:x.k1], body[y.k0:y.k1]) == 0 &&
+		compareUnescaped(body[x.v0:x.v1], body[y.v0:y.v1]) == 0
 }

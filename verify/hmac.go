@@ -18,7 +18,10 @@ import (
 // generic hmac scheme, and github and shopify, which are fixed instances.
 type bodyMAC struct {
 	name   string
-	header string // canonical form
+	header string // canonical form; the one the Signer sets
+	// alts (canonical) are read before header, the first present one
+	// carrying the signature (shopify: Shopify-Hmac-Sha256).
+	alts   []string
 	prefix string
 	base64 bool
 	keys   []*macKey
@@ -74,7 +77,15 @@ func newBodyMAC(name, hdr, prefix string, b64 bool, newHash func() hash.Hash, c 
 
 // Verify implements Verifier.
 func (v *bodyMAC) Verify(h http.Header, body []byte, now time.Time) (string, error) {
-	sig := header(h, v.header)
+	sig := ""
+	for _, name := range v.alts {
+		if sig = header(h, name); sig != "" {
+			break
+		}
+	}
+	if sig == "" {
+		sig = header(h, v.header)
+	}
 	if sig == "" {
 		return "", fail(v.name, ErrMissing, "signature header missing")
 	}

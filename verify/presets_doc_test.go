@@ -70,12 +70,15 @@ func signatureCell(c Config) string {
 	case SchemeGitHub:
 		return "`X-Hub-Signature-256: sha256=<hex>`"
 	case SchemeShopify:
-		return "`X-Shopify-Hmac-Sha256: <base64>`"
+		return "`X-Shopify-Hmac-Sha256: <base64>`, or `Shopify-Hmac-Sha256` (Shopify Events; read first when present)"
 	case SchemeStripe:
 		return "`Stripe-Signature: t=<unix>,v1=<hex>`"
 	case SchemeSlack:
 		return "`X-Slack-Signature: v0=<hex>`"
 	case SchemeStandardWebhooks:
+		if strings.EqualFold(c.Header, "svix-signature") {
+			return "`svix-signature: v1,<base64>` (with `svix-id`, `svix-timestamp`; the `webhook-*` names are accepted too)"
+		}
 		return "`webhook-signature` / `svix-signature: v1,<base64>`"
 	case SchemeJWT:
 		return "`" + c.JWT.Header + "`: " + strings.Join(c.JWT.Algorithms, " ") + " JWT"
@@ -126,6 +129,9 @@ func signedCell(c Config) string {
 	if tpl == "" {
 		tpl = "{body}"
 	}
+	if c.AlgorithmHeader != "" && alg == "SHA1" {
+		return "HMAC-SHA1, or HMAC-SHA256 where `" + c.AlgorithmHeader + "` names `algorithm=HMAC_SHA256`, of `" + tpl + "`"
+	}
 	return "HMAC-" + alg + " of `" + tpl + "`"
 }
 
@@ -147,9 +153,37 @@ func toleranceCell(c Config) string {
 	return durationCell(w) + ", both ways (" + where + ")"
 }
 
+// durationCell writes d as its non-zero hours, minutes and seconds: 10m,
+// 1h30m, 24h, 1h0m30s as 1h30s (time.ParseDuration reads them all).
 func durationCell(d time.Duration) string {
-	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	s = strings.TrimSuffix(s, "0m")
-	return s
+	if d <= 0 || d%time.Second != 0 {
+		return d.String()
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		unit time.Duration
+		sym  string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.unit; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, u.sym)
+			d -= n * u.unit
+		}
+	}
+	return b.String()
+}
+
+func TestDurationCell(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Minute: "1m", 3 * time.Minute: "3m", 5 * time.Minute: "5m", 10 * time.Minute: "10m",
+		90 * time.Minute: "1h30m", time.Hour: "1h", 24 * time.Hour: "24h", 30 * time.Second: "30s",
+		time.Hour + 30*time.Second: "1h30s", 20 * time.Minute: "20m", 100 * time.Hour: "100h",
+		1500 * time.Millisecond: "1.5s",
+	} {
+		if got := durationCell(d); got != want {
+			t.Errorf("durationCell(%v) = %q, want %q", d, got, want)
+		}
+		if got, err := time.ParseDuration(durationCell(d)); err != nil || got != d {
+			t.Errorf("durationCell(%v) = %q reads back as %v, %v", d, durationCell(d), got, err)
+		}
+	}
 }

@@ -352,8 +352,13 @@ func TestPresetDeliveries(t *testing.T) {
 				check("changed body (nothing binds it)", h, changed, now, "")
 			}
 
-			// Every signed header, the timestamp among them.
-			for _, name := range SignedHeadersOf(c) {
+			// Every signed header, the timestamp among them (svix-id and
+			// svix-timestamp where the Signer sends the svix-* family).
+			signed := SignedHeadersOf(c)
+			if c.Scheme == SchemeStandardWebhooks && strings.EqualFold(c.Header, "svix-signature") {
+				signed = append(signed, "Svix-Id", "Svix-Timestamp")
+			}
+			for _, name := range signed {
 				hv := h.Get(name)
 				if hv == "" {
 					continue // svix-* when webhook-* is used
@@ -521,6 +526,9 @@ func signatureHeader(c Config) string {
 	case SchemeSlack:
 		return slackSignatureHeader
 	case SchemeStandardWebhooks:
+		if strings.EqualFold(c.Header, "svix-signature") {
+			return "Svix-Signature"
+		}
 		return "Webhook-Signature"
 	case SchemeJWT:
 		return c.JWT.Header

@@ -17,9 +17,11 @@ import (
 
 // standardWebhooks verifies the Standard Webhooks scheme (also Svix):
 // webhook-id, webhook-timestamp and webhook-signature, or the same three
-// named svix-*. The signed bytes are "{id}.{timestamp}.{body}". The
-// signature header is a space-separated list of "v1,<base64 HMAC-SHA256>"
-// and "v1a,<base64 Ed25519 signature>"; other versions are ignored.
+// named svix-*. The config's header says which family the Signer sends:
+// webhook-signature (or empty) or svix-signature. The signed bytes are
+// "{id}.{timestamp}.{body}". The signature header is a space-separated
+// list of "v1,<base64 HMAC-SHA256>" and "v1a,<base64 Ed25519 signature>";
+// other versions are ignored.
 //
 // A secret "whsec_<base64>" (or the bare base64) is a v1 HMAC key; a secret
 // "whpk_<base64 of 32 bytes>" is a v1a Ed25519 public key. A route may mix
@@ -27,6 +29,10 @@ import (
 type standardWebhooks struct {
 	keys []swKey
 	tol  time.Duration
+	// sends is the header family the Signer sends: swHeaders[0]
+	// (webhook-*), or swHeaders[1] (svix-*) when the config's header is
+	// svix-signature. Verify reads either.
+	sends int
 }
 
 type swKey struct {
@@ -59,6 +65,13 @@ func newStandardWebhooks(c Config, env Env) (*standardWebhooks, []string, error)
 		return nil, nil, err
 	}
 	v := &standardWebhooks{tol: tol}
+	switch hdr := strings.TrimSpace(c.Header); {
+	case hdr == "" || strings.EqualFold(hdr, swHeaders[0][2]):
+	case strings.EqualFold(hdr, swHeaders[1][2]):
+		v.sends = 1
+	default:
+		return nil, nil, fmt.Errorf("verify: standard-webhooks: header must be webhook-signature or svix-signature (the names the Signer sends; either is verified), not %q", clipText(hdr))
+	}
 	for i, s := range secrets {
 		k := swKey{Secret: s}
 		str := string(s.Key)
@@ -258,13 +271,18 @@ type swSigner struct {
 	mac  *macKey
 }
 
-// Sign implements Signer. It keeps a webhook-id (or svix-id) already in h;
-// otherwise the id is "msg_" and 24 hex digits of the body's SHA-256, so
-// that signing the same body twice yields the same event id.
+// Sign implements Signer. It sends the webhook-* headers, or the svix-*
+// ones when the config's header is svix-signature (Svix, and Clerk and
+// Resend, which send through it), and removes the other family's from h,
+// so that the delivery carries one family, as the provider sends it. It
+// keeps the id already in h (svix-id or webhook-id, the family it sends
+// first); otherwise the id is "msg_" and 24 hex digits of the body's
+// SHA-256, so that signing the same body twice yields the same event id.
 func (s *swSigner) Sign(h http.Header, body []byte, now time.Time) error {
-	id := header(h, "Webhook-Id")
+	send, other := swHeaders[s.v.sends], swHeaders[1-s.v.sends]
+	id := header(h, send[0])
 	if id == "" {
-		id = header(h, "Svix-Id")
+		id = header(h, other[0])
 	}
 	if id == "" {
 		sum := sha256.Sum256(body)
@@ -290,8 +308,15 @@ func (s *swSigner) Sign(h http.Header, body []byte, now time.Time) error {
 		}
 		sig = "v1," + base64.StdEncoding.EncodeToString(k.sign(body, id, ".", ts, "."))
 	}
-	h.Set("Webhook-Id", id)
-	h.Set("Webhook-Timestamp", ts)
-	h.Set("Webhook-Signature", sig)
+	for k := range h {
+		for _, name := range other {
+			if strings.EqualFold(k, name) {
+				delete(h, k)
+			}
+		}
+	}
+	h.Set(send[0], id)
+	h.Set(send[1], ts)
+	h.Set(send[2], sig)
 	return nil
 }

@@ -21,9 +21,10 @@ import (
 //	                    header's t=/ts= item or from verify.timestamp
 //	{method}            the HTTP method the provider calls with
 //	{url}               the URL the provider calls (the route's public_url)
-//	{sorted_form}       the form-encoded body's fields sorted by name, each
-//	                    name followed by its value, percent-decoded, with
-//	                    nothing between them (Twilio)
+//	{sorted_form}       the form-encoded body's fields sorted by name (then
+//	                    value), each name followed by its value,
+//	                    percent-decoded, with nothing between them; a
+//	                    repeated name=value pair counts once (Twilio)
 //	{{ and }}           a literal { and }
 //
 // Examples: "v0:{timestamp}:{body}" (Slack, Zoom), "{timestamp}.{body}"

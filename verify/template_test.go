@@ -2,8 +2,11 @@ package verify
 
 import (
 	"errors"
+	"maps"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +156,23 @@ func TestSortedForm(t *testing.T) {
 		{"a=2&a=1&flag", "a1a2flag"},
 		{"&&a=1&", "a1"},
 		{"", ""},
+		// A repeated name: each distinct value once, in order.
+		{"A=1&A=1&MessageSid=SM1", "A1MessageSidSM1"},
+		{"A=1&A=1&A=1", "A1"},
+		{"A=2&A=1", "A1A2"},
+		{"A=2&A=1&A=2&A=1", "A1A2"},
+		{"A=1&B=x&A=2&A=1", "A1A2Bx"},
+		{"A=&A=&A", "A"},
+		{"A=&A=0", "AA0"},
+		// Equal once decoded: one pair.
+		{"%41=1&A=%31", "A1"},
+		{"A=a+b&A=a%20b", "Aa b"},
+		// Not equal: a different name or value is kept.
+		{"A=1&a=1", "A1a1"},
+		{"A=1&A=1+", "A1A1 "},
+		{"To=%2B1&To=%2B1&To=%2B2", "To+1To+2"},
+		{"A=1&AA=1&A=1", "A1AA1"},
+		{"AB=1&A=B1", "AB1AB1"},
 	}
 	for _, tt := range tests {
 		got, ok := appendSortedForm(nil, []byte(tt.body))
@@ -288,4 +308,58 @@ func TestToken(t *testing.T) {
 	if !errors.Is(err, ErrNoActiveSecret) {
 		t.Errorf("no active secret: %v", err)
 	}
+}
+
+// FuzzSortedForm compares {sorted_form} with a plain reading of Twilio's
+// rule: the fields grouped by decoded name, each name's distinct decoded
+// values sorted, the names sorted, each name followed by its value.
+func FuzzSortedForm(f *testing.F) {
+	for _, s := range []string{"A=1&A=1", "b=2&a=1&a=2&a=1", "%41=1&A=%31", "x&x=&=1&=1", "a=%zz", "To=%2B1&To=%2B1&Body=a+b&Body=a%20b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		got, ok := appendSortedForm(nil, []byte(body))
+		if ok != formOK([]byte(body)) {
+			t.Fatalf("%q: appendSortedForm ok %v, formOK %v", body, ok, !ok)
+		}
+		values := map[string]map[string]bool{}
+		n := 0
+		for _, field := range strings.Split(body, "&") {
+			if field == "" {
+				continue
+			}
+			n++
+			k, v, _ := strings.Cut(field, "=")
+			dk, err1 := url.QueryUnescape(k)
+			dv, err2 := url.QueryUnescape(v)
+			if err1 != nil || err2 != nil {
+				if ok {
+					t.Fatalf("%q: accepted a bad escape", body)
+				}
+				return
+			}
+			if values[dk] == nil {
+				values[dk] = map[string]bool{}
+			}
+			values[dk][dv] = true
+		}
+		if n > maxFormFields {
+			if ok {
+				t.Fatalf("%q: accepted %d fields", body, n)
+			}
+			return
+		}
+		if !ok {
+			t.Fatalf("%q: refused", body)
+		}
+		var want strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(values)) {
+			for _, v := range slices.Sorted(maps.Keys(values[k])) {
+				want.WriteString(k + v)
+			}
+		}
+		if string(got) != want.String() {
+			t.Fatalf("%q: %q, want %q", body, got, want.String())
+		}
+	})
 }

@@ -1,8 +1,11 @@
 package verify
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"net/textproto"
+	"strings"
 	"time"
 )
 
@@ -15,12 +18,25 @@ import (
 type templateMAC struct {
 	sc   *signedContent
 	keys []*macKey
+	// algHeader (canonical) is the algorithm_header, "" when there is none.
+	// alg is then the configured hash, sha1 or sha256, and up holds the
+	// keys with sha256 when alg is sha1 (nil otherwise).
+	algHeader string
+	alg       string
+	up        []*macKey
 }
+
+// The hashes an algorithm_header may name, as Twilio names them.
+const (
+	settingsSHA1   = "HMAC_SHA1"
+	settingsSHA256 = "HMAC_SHA256"
+)
 
 // usesTemplate reports whether an hmac block goes beyond the body MAC that
 // bodyMAC verifies.
 func usesTemplate(c Config) bool {
-	return c.Template != "" || c.Format != "" || c.Timestamp != "" || c.Signature != "" || c.TimestampFormat != ""
+	return c.Template != "" || c.Format != "" || c.Timestamp != "" || c.Signature != "" || c.TimestampFormat != "" ||
+		c.AlgorithmHeader != ""
 }
 
 // buildHMAC compiles the hmac scheme: the plain body MAC as before, or the
@@ -50,10 +66,69 @@ func newTemplateMAC(c Config, env Env) (*templateMAC, []string, error) {
 		return nil, nil, err
 	}
 	v := &templateMAC{sc: sc}
+	if hdr := strings.TrimSpace(c.AlgorithmHeader); hdr != "" {
+		switch {
+		case !validHeaderName(hdr):
+			return nil, nil, fmt.Errorf("verify: hmac: algorithm_header %q is not a header name", clipText(hdr))
+		case alg != "sha1" && alg != "sha256":
+			return nil, nil, fmt.Errorf("verify: hmac: algorithm_header chooses between sha1 and sha256, so algorithm must be one of them, not %q", clipText(alg))
+		}
+		v.algHeader, v.alg = textproto.CanonicalMIMEHeaderKey(hdr), alg
+		if v.algHeader == sc.sigHeader {
+			return nil, nil, fmt.Errorf("verify: hmac: algorithm_header must not be the signature's header")
+		}
+	}
 	for _, s := range secrets {
 		v.keys = append(v.keys, newMACKey(s, s.Key, newHash))
+		if v.algHeader != "" && alg == "sha1" {
+			v.up = append(v.up, newMACKey(s, s.Key, sha256.New))
+		}
 	}
 	return v, warnings, nil
+}
+
+// keysFor returns the keys that verify a delivery with headers h: those of
+// the configured hash, or of the one its algorithm_header names, which may
+// be stronger but not weaker.
+func (v *templateMAC) keysFor(h http.Header) ([]*macKey, error) {
+	if v.algHeader == "" {
+		return v.keys, nil
+	}
+	name := settingsAlgorithm(header(h, v.algHeader))
+	switch {
+	case name == "":
+		return v.keys, nil
+	case strings.EqualFold(name, settingsSHA256):
+		if v.alg == "sha256" {
+			return v.keys, nil
+		}
+		return v.up, nil
+	case strings.EqualFold(name, settingsSHA1):
+		if v.alg == "sha1" {
+			return v.keys, nil
+		}
+		return nil, fail("hmac", ErrMismatch, "the algorithm header names a hash weaker than the route's algorithm")
+	}
+	return nil, fail("hmac", ErrMalformed, "the algorithm header names an algorithm other than "+settingsSHA1+" and "+settingsSHA256)
+}
+
+// settingsAlgorithm returns the value of the first algorithm= item of a
+// comma-separated list of key=value items that has one, spaces around key
+// and value trimmed; "" when none has. This is how Twilio's SDK
+// (getSignatureAlgorithm) reads X-Twilio-Webhooks-Signature-Settings.
+func settingsAlgorithm(hv string) string {
+	for rest, more := hv, true; more; {
+		var item string
+		item, rest, more = strings.Cut(rest, ",")
+		k, val, ok := strings.Cut(item, "=")
+		if !ok || strings.Trim(k, " \t") != "algorithm" {
+			continue
+		}
+		if val = strings.Trim(val, " \t"); val != "" {
+			return val
+		}
+	}
+	return ""
 }
 
 // Verify implements Verifier.
@@ -67,8 +142,12 @@ func (v *templateMAC) Verify(h http.Header, body []byte, now time.Time) (string,
 	if bad := v.sc.decodeSignatures(&p, &in, &c); c.n == 0 {
 		return "", v.sc.noCandidates(&p, bad)
 	}
+	keys, err := v.keysFor(h)
+	if err != nil {
+		return "", err
+	}
 	active := false
-	for _, k := range v.keys {
+	for _, k := range keys {
 		if !k.Active(now) {
 			continue
 		}
@@ -132,6 +211,15 @@ func (s *templateMACSigner) SignBody(h http.Header, body []byte, now time.Time) 
 	in, ts, err := s.v.sc.prepareSign(h, body, now)
 	if err != nil {
 		return nil, err
+	}
+	if s.v.algHeader != "" {
+		// Twilio announces a SharedKey's HMAC-SHA256 (and sends nothing
+		// with the Auth Token's HMAC-SHA1).
+		if s.v.alg == "sha256" {
+			h.Set(s.v.algHeader, "algorithm="+settingsSHA256)
+		} else {
+			h.Del(s.v.algHeader)
+		}
 	}
 	st, mac := k.sumContent(s.v.sc, in)
 	sig := append([]byte(nil), mac...)

@@ -38,10 +38,23 @@ type Config struct {
 	// Scheme names the signature scheme. Empty is a config error; "none" must
 	// be written out to disable verification.
 	Scheme string `yaml:"scheme"`
-	// Header carries the signature (hmac only; jwt uses JWT.Header).
+	// Header carries the signature (hmac, ed25519, ecdsa-p256; jwt uses
+	// JWT.Header). For standard-webhooks it names the header family the
+	// Signer sends, webhook-signature (zero value) or svix-signature (Svix,
+	// Clerk, Resend); Verify reads either family.
 	Header string `yaml:"header"`
 	// Algorithm is the HMAC hash (hmac only): sha1, sha256 (zero value), sha512.
 	Algorithm string `yaml:"algorithm"`
+	// AlgorithmHeader names a request header that may choose the hash of
+	// each delivery (hmac only), as Twilio's
+	// X-Twilio-Webhooks-Signature-Settings does ("key=ID,algorithm=NAME"):
+	// its first non-empty algorithm= item, HMAC_SHA1 or HMAC_SHA256 in any
+	// case, selects sha1 or sha256. The header is not signed, so it only
+	// chooses among what the route accepts: Algorithm (sha1 or sha256) and
+	// the stronger of the two; a delivery naming a weaker hash, or any
+	// other name, is refused. Without the header, or an algorithm= item in
+	// it, Algorithm applies.
+	AlgorithmHeader string `yaml:"algorithm_header"`
 	// Encoding of the MAC (hmac only): hex (zero value) or base64.
 	Encoding string `yaml:"encoding"`
 	// Prefix precedes the encoded MAC in the header (hmac only), e.g. "sha256=".

@@ -16,7 +16,9 @@
 // Google), body, headers (verify: the delivery's headers, names as sent),
 // timestamp (sign: unix seconds, or milliseconds for HubSpot), url (the URL
 // the provider calls), msg_id (sign, Svix: the message id), audience and
-// key_id (Google), algorithm (Twilio). A request the SDK cannot serve gets
+// key_id (Google), algorithm (Twilio: what sign signs with, HMAC_SHA1 when
+// empty; verify reads it from X-Twilio-Webhooks-Signature-Settings unless
+// given). A request the SDK cannot serve gets
 // {"id":N,"error":"..."}. Anything the SDKs log goes to stderr.
 import { createRequire } from 'node:module';
 import { format } from 'node:util';
@@ -182,8 +184,11 @@ const providers = {
       // A SharedKey webhook names its algorithm.
       ...(r.algorithm ? { 'X-Twilio-Webhooks-Signature-Settings': `key=webhooks_sharedkey_clawgate,algorithm=${r.algorithm}` } : {}),
     }),
+    // The algorithm is read from X-Twilio-Webhooks-Signature-Settings, as
+    // twilio.webhook() does (HMAC_SHA1 without it), unless given.
     verify: (r) => sdk.twilio.validateRequest(r.secret, header(r.headers, 'X-Twilio-Signature'),
-      r.url, form(r.body), r.algorithm || undefined),
+      r.url, form(r.body),
+      r.algorithm || sdk.twilio.getSignatureAlgorithm(header(r.headers, 'X-Twilio-Webhooks-Signature-Settings'))),
   },
   square: {
     verify: (r) => sdk.square.WebhooksHelper.verifySignature({
