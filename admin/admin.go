@@ -66,9 +66,18 @@ type Options struct {
 	// delivery: queue. Nil: there are none, and the DLQ endpoints answer
 	// 404.
 	Queue Queue
+	// QueueBackend, when set (Kafka), is pinged by /readyz too: while its
+	// brokers do not answer, queue routes cannot take events and the
+	// instance is not ready.
+	QueueBackend Pinger
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on /admin/.
 	Token  string
 	Logger *slog.Logger
+}
+
+// Pinger is a backend /readyz checks besides the store.
+type Pinger interface {
+	Ping(ctx context.Context) error
 }
 
 // KeyState is the JSON body of the key API. On a route with delivery:
@@ -150,11 +159,19 @@ type readiness struct {
 	storeUp bool
 	// err is the store's error when it did not answer.
 	err error
+	// queueErr is the queue backend's error (Kafka brokers unreachable):
+	// the instance is then not ready.
+	queueErr error
 }
 
 // check pings the store and reads store.on_error from the running config.
 func (a *api) check(ctx context.Context) readiness {
 	err := a.Store.Ping(ctx)
+	if a.QueueBackend != nil {
+		if qerr := a.QueueBackend.Ping(ctx); qerr != nil {
+			return readiness{status: "unavailable", storeUp: err == nil, err: err, queueErr: qerr}
+		}
+	}
 	switch {
 	case err == nil:
 		return readiness{status: "ready", ready: true, storeUp: true}
@@ -189,6 +206,18 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), pingTimeout)
 	defer cancel()
 	rd := a.check(ctx)
+	if rd.queueErr != nil {
+		body := map[string]string{"status": rd.status, "store": "ok", "queue": "unavailable",
+			"detail": "the delivery queue's Kafka brokers do not answer; queue routes answer 503 until they do"}
+		if !rd.storeUp {
+			body["store"] = "unavailable"
+		}
+		if a.Token == "" || a.tokenOK(r) {
+			body["error"] = rd.queueErr.Error()
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
 	if rd.storeUp {
 		writeJSON(w, http.StatusOK, map[string]string{"status": rd.status, "store": "ok"})
 		return
@@ -210,7 +239,7 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 // The readiness gauges, computed from a store ping at each scrape.
 var (
 	readyDesc = prometheus.NewDesc("clawgate_ready",
-		"1 when /readyz answers 200 (the store answers, or store.on_error is forward), 0 when keyed deliveries are answered 503.", nil, nil)
+		"1 when /readyz answers 200 (the store answers, or store.on_error is forward), 0 when keyed deliveries are answered 503 or, with queue.backend kafka, the brokers do not answer.", nil, nil)
 	storeUpDesc = prometheus.NewDesc("clawgate_store_up",
 		"1 when the idempotency store answered a ping at this scrape, else 0. With clawgate_ready 1 and this 0 the gateway is degraded: store.on_error forward, local protection only.", nil, nil)
 )

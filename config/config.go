@@ -15,6 +15,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"net/netip"
 	"net/url"
 	"time"
@@ -64,7 +65,8 @@ type Config struct {
 	// that do not bind the body or bound a token's age; a key source the
 	// signature does not cover, accepted with allow_unsigned_key; a trusted
 	// proxy prefix that trusts everyone; a queue route verified with the
-	// slack scheme; store.on_error forward beside queue routes.
+	// slack scheme; store.on_error forward beside queue routes;
+	// queue.backend kafka with the memory store; Kafka SASL without TLS.
 	Warnings []string `yaml:"-"`
 }
 
@@ -134,13 +136,17 @@ type Redis struct {
 }
 
 // Queue is the delivery queue of the routes with delivery: queue. Its
-// settings are checked whether or not a route uses it.
+// settings are checked whether or not a route uses it; those of Kafka only
+// with queue.backend kafka.
 type Queue struct {
-	// Backend: memory (this process only) or redis (the store's Redis,
-	// shared by every instance). Empty (the default) follows store.backend;
-	// after Parse it holds the effective value. memory needs store.backend
-	// memory and redis needs store.backend redis. kafka is not supported
-	// by this version.
+	// Backend: memory (this process only), redis (the store's Redis,
+	// shared by every instance) or kafka (the events in Kafka topics, see
+	// Kafka; the state of their keys in the store). Empty (the default)
+	// follows store.backend; after Parse it holds the effective value.
+	// memory needs store.backend memory and redis needs store.backend
+	// redis. kafka needs Kafka.Brokers and works with store.backend redis
+	// (several instances) or memory (one instance: the keys' state is in
+	// that process only, and Parse warns).
 	Backend QueueBackend `yaml:"backend"`
 	// MaxDepth bounds the events queued for one route; past it a new event
 	// gets 503 with Retry-After. Default 100000; must be at least 1.
@@ -148,24 +154,94 @@ type Queue struct {
 	// Shards is how many Redis Cluster hash slots each route's queue is
 	// spread over, from 1 to 256. Default 1. It is fixed once a route has
 	// queued events: the gateway refuses to start when it differs from the
-	// value the queued events were written with.
+	// value the queued events were written with. Used by the redis backend
+	// only.
 	Shards int `yaml:"shards"`
 	// ReplayRate is how many events per second a replay of a route's whole
 	// dead-letter queue sends back to the queue. Default 50; must be
 	// positive and finite.
 	ReplayRate float64 `yaml:"replay_rate"`
-	// Kafka settings, accepted and kept for a later backend; unused by
-	// this version.
+	// Kafka is the cluster of queue.backend kafka; checked and compiled
+	// only with that backend.
 	Kafka Kafka `yaml:"kafka"`
 }
 
-// Kafka is queue.kafka.
+// Kafka is queue.kafka: where the kafka backend keeps the events of the
+// queue routes. Each queue route has a main topic named TopicPrefix + the
+// route's name, and beside it retry and dead-letter topics named after
+// the main topic with a suffix (the longest: ".retry.10m"), consumed by the
+// consumer group Group + "." + the route's name.
 type Kafka struct {
-	// Brokers are the host:port addresses of the cluster. Default none.
+	// Brokers are the host:port addresses the client first connects to (it
+	// learns the rest of the cluster from them). Default none; at least
+	// one is required with queue.backend kafka.
 	Brokers []string `yaml:"brokers"`
-	// TopicPrefix starts the name of each route's topic. Default
-	// "clawgate.".
+	// TopicPrefix starts the name of each topic. Default "clawgate.".
+	// Letters, digits, '.', '_' and '-' only (the characters Kafka allows
+	// in a topic name); empty: the topics are named after the routes
+	// alone. The longest topic name, TopicPrefix + route + ".retry.10m",
+	// must fit Kafka's 249 characters.
 	TopicPrefix string `yaml:"topic_prefix"`
+	// ClientID is the client.id the gateway gives the brokers (their logs
+	// and quotas). Default "clawgate"; must not be empty.
+	ClientID string `yaml:"client_id"`
+	// Group starts the name of each route's consumer group: Group + "." +
+	// the route's name. Default "clawgate"; must not be empty; letters,
+	// digits, '.', '_' and '-' only.
+	Group string `yaml:"group"`
+	// Partitions is the partition count the gateway creates topics with,
+	// from 1 to 10000. Default 3. Topics that exist keep theirs.
+	Partitions int `yaml:"partitions"`
+	// ReplicationFactor is the replica count the gateway creates topics
+	// with: from 1 to 32767, or -1 for the broker's
+	// default.replication.factor. Default -1; 0 is refused.
+	ReplicationFactor int `yaml:"replication_factor"`
+	// CreateTopics creates the topics a queue route needs and that are
+	// missing, when the gateway starts. Default true. false: they must
+	// exist, and the gateway refuses to start naming those that do not.
+	CreateTopics bool `yaml:"create_topics"`
+	// TLS connects to the brokers over TLS. Default off: plain text.
+	TLS KafkaTLS `yaml:"tls"`
+	// SASL authenticates to the brokers. Default: no authentication.
+	SASL KafkaSASL `yaml:"sasl"`
+
+	// TLSConfig is TLS compiled (the CA and the client certificate read,
+	// minimum TLS 1.2); nil when TLS.Enabled is false.
+	TLSConfig *tls.Config `yaml:"-"`
+}
+
+// KafkaTLS is queue.kafka.tls. Files are relative to the config's
+// directory; after Parse they hold the resolved paths.
+type KafkaTLS struct {
+	// Enabled turns TLS on. Default false. The other fields need it.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of the certificate authorities the brokers'
+	// certificates are checked against. Empty (the default): the system's.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client certificate and its key, in PEM,
+	// for brokers that authenticate clients by certificate (mutual TLS).
+	// Both or neither; default neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the brokers' certificates must carry. Empty
+	// (the default): the host of the address dialled.
+	ServerName string `yaml:"server_name"`
+}
+
+// KafkaSASL is queue.kafka.sasl.
+type KafkaSASL struct {
+	// Mechanism: plain, scram-sha-256 or scram-sha-512. Empty (the
+	// default): no SASL; Username and PasswordEnv must then be empty too.
+	// Without TLS the exchange is not encrypted, and Parse warns.
+	Mechanism SASLMechanism `yaml:"mechanism"`
+	// Username is required with a mechanism.
+	Username string `yaml:"username"`
+	// PasswordEnv names the variable holding the password; required with a
+	// mechanism, and the variable must be set and not empty.
+	PasswordEnv string `yaml:"password_env"`
+
+	// Password is the resolved password ("" without SASL).
+	Password string `yaml:"-"`
 }
 
 // Dedupe settings shared by all routes.
@@ -438,5 +514,15 @@ type QueueBackend string
 const (
 	QueueMemory QueueBackend = "memory" // this process only; lost when it stops
 	QueueRedis  QueueBackend = "redis"  // the store's Redis, shared by every instance
-	QueueKafka  QueueBackend = "kafka"  // not supported by this version
+	QueueKafka  QueueBackend = "kafka"  // Kafka topics; the keys' state in the store
+)
+
+// SASLMechanism is queue.kafka.sasl.mechanism.
+type SASLMechanism string
+
+// SASL mechanisms.
+const (
+	SASLPlain       SASLMechanism = "plain"         // the password sent as it is: needs TLS
+	SASLScramSHA256 SASLMechanism = "scram-sha-256" // RFC 7677
+	SASLScramSHA512 SASLMechanism = "scram-sha-512"
 )

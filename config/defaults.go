@@ -27,6 +27,12 @@ const (
 	DefaultQueueShards      = 1
 	DefaultQueueReplayRate  = 50.0
 	DefaultKafkaTopicPrefix = "clawgate."
+	DefaultKafkaClientID    = "clawgate"
+	DefaultKafkaGroup       = "clawgate"
+	DefaultKafkaPartitions  = 3
+	// DefaultKafkaReplicationFactor -1: the broker's default.replication.factor.
+	DefaultKafkaReplicationFactor = -1
+	DefaultKafkaCreateTopics      = true
 )
 
 // LockMargin is the part of dedupe.lock_ttl a route's timeout must leave
@@ -84,7 +90,14 @@ func Default() *Config {
 			MaxDepth:   DefaultQueueMaxDepth,
 			Shards:     DefaultQueueShards,
 			ReplayRate: DefaultQueueReplayRate,
-			Kafka:      Kafka{TopicPrefix: DefaultKafkaTopicPrefix},
+			Kafka: Kafka{
+				TopicPrefix:       DefaultKafkaTopicPrefix,
+				ClientID:          DefaultKafkaClientID,
+				Group:             DefaultKafkaGroup,
+				Partitions:        DefaultKafkaPartitions,
+				ReplicationFactor: DefaultKafkaReplicationFactor,
+				CreateTopics:      DefaultKafkaCreateTopics,
+			},
 		},
 		Alerts: Alerts{MaxAttempts: DefaultMaxAttempts},
 	}

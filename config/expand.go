@@ -69,6 +69,17 @@ var expandable = expandFields(map[string]*expandSpec{
 		"kafka": expandFields(map[string]*expandSpec{
 			"brokers":      expandList(expandLeaf("127.0.0.1:9092")),
 			"topic_prefix": expandLeaf("clawgate."),
+			"client_id":    expandLeaf("clawgate"),
+			"group":        expandLeaf("clawgate"),
+			"tls": expandFields(map[string]*expandSpec{
+				"ca_file":     expandLeaf("/etc/clawgate/kafka/ca.crt"),
+				"cert_file":   expandLeaf("/etc/clawgate/kafka/tls.crt"),
+				"key_file":    expandLeaf("/etc/clawgate/kafka/tls.key"),
+				"server_name": expandLeaf("kafka.example.com"),
+			}),
+			"sasl": expandFields(map[string]*expandSpec{
+				"username": expandLeaf("clawgate"),
+			}),
 		}),
 	}),
 	"tracing": expandFields(map[string]*expandSpec{

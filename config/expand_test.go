@@ -78,7 +78,7 @@ func TestExpandFields(t *testing.T) {
 	eq(t, "store.redis.username", cfg.Store.Redis.Username, "")
 	eq(t, "store.redis.key_prefix", cfg.Store.Redis.KeyPrefix, "staging$:")
 	eq(t, "queue.backend", cfg.Queue.Backend, QueueRedis)
-	eq(t, "queue.kafka", cfg.Queue.Kafka, Kafka{Brokers: []string{"10.0.1.1:9092", "10.0.1.2:9092"}, TopicPrefix: "staging."})
+	eq(t, "queue.kafka", cfg.Queue.Kafka, withKafkaDefaults(Kafka{Brokers: []string{"10.0.1.1:9092", "10.0.1.2:9092"}, TopicPrefix: "staging."}))
 	o := route(t, cfg, "orders")
 	eq(t, "orders.match.host", o.Match.Host, "orders.staging.example.com")
 	eq(t, "orders.upstream", o.UpstreamURL.String(), "http://orders.staging.svc:9000")

@@ -73,10 +73,16 @@ func FuzzParse(f *testing.F) {
 		}
 		q := cfg.Queue
 		switch {
+		case q.Backend == QueueKafka:
+			if cfg.Store.Backend != BackendMemory && cfg.Store.Backend != BackendRedis {
+				t.Fatalf("queue.backend kafka with store.backend %q", cfg.Store.Backend)
+			}
+			checkKafkaInvariants(t, cfg)
 		case q.Backend != QueueMemory && q.Backend != QueueRedis,
 			string(q.Backend) != string(cfg.Store.Backend):
 			t.Fatalf("queue.backend %q with store.backend %q", q.Backend, cfg.Store.Backend)
-		case q.MaxDepth < 1 || q.Shards < 1 || q.Shards > maxQueueShards || !(q.ReplayRate > 0) || math.IsInf(q.ReplayRate, 0):
+		}
+		if q.MaxDepth < 1 || q.Shards < 1 || q.Shards > maxQueueShards || !(q.ReplayRate > 0) || math.IsInf(q.ReplayRate, 0) {
 			t.Fatalf("queue %+v", q)
 		}
 		names := map[string]bool{}
@@ -115,6 +121,38 @@ func FuzzParse(f *testing.F) {
 		}
 		assertNoEnvSecrets(t, strings.Join(cfg.Warnings, "\n"))
 	})
+}
+
+// checkKafkaInvariants fails t unless cfg's queue.kafka is what the kafka
+// backend can run with: brokers to dial, topic and group names Kafka
+// accepts, TLS compiled when enabled, SASL complete.
+func checkKafkaInvariants(t *testing.T, cfg *Config) {
+	t.Helper()
+	k := cfg.Queue.Kafka
+	if len(k.Brokers) == 0 {
+		t.Fatal("queue.backend kafka without brokers")
+	}
+	for _, a := range k.Brokers {
+		if host, _, err := splitHostPort(a); err != nil || host == "" {
+			t.Fatalf("broker %q", a)
+		}
+	}
+	switch {
+	case !validKafkaName(k.TopicPrefix) || k.ClientID == "" || k.Group == "" || !validKafkaName(k.Group):
+		t.Fatalf("kafka names %q %q %q", k.TopicPrefix, k.ClientID, k.Group)
+	case k.Partitions < 1 || k.Partitions > maxKafkaPartitions,
+		k.ReplicationFactor != -1 && (k.ReplicationFactor < 1 || k.ReplicationFactor > maxKafkaReplication):
+		t.Fatalf("kafka partitions %d, replication %d", k.Partitions, k.ReplicationFactor)
+	case k.TLS.Enabled != (k.TLSConfig != nil):
+		t.Fatalf("kafka tls.enabled %v, TLSConfig %v", k.TLS.Enabled, k.TLSConfig != nil)
+	case k.SASL.Mechanism != "" && (k.SASL.Username == "" || k.SASL.Password == ""):
+		t.Fatalf("kafka sasl %s without username or password", k.SASL.Mechanism)
+	}
+	for _, r := range cfg.Routes {
+		if r.Queued() && len(k.TopicPrefix+r.Name+KafkaLongestTopicSuffix) > MaxKafkaTopicLen {
+			t.Fatalf("route %q: topic names too long", r.Name)
+		}
+	}
 }
 
 // FuzzParseByteSize: sizes that parse print back to themselves.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -68,7 +69,10 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		})
 		eq(t, "queue", cfg.Queue, Queue{
 			Backend: "memory", MaxDepth: 100000, Shards: 1, ReplayRate: 50,
-			Kafka: Kafka{TopicPrefix: "clawgate."},
+			Kafka: Kafka{
+				TopicPrefix: "clawgate.", ClientID: "clawgate", Group: "clawgate",
+				Partitions: 3, ReplicationFactor: -1, CreateTopics: true,
+			},
 		})
 		eq(t, "trusted_proxies", cfg.TrustedProxies, []string(nil))
 		eq(t, "trusted nets", cfg.TrustedNets, []netip.Prefix(nil))
@@ -120,7 +124,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		})
 		eq(t, "queue", cfg.Queue, Queue{
 			Backend: "redis", MaxDepth: 2000, Shards: 16, ReplayRate: 12.5,
-			Kafka: Kafka{Brokers: []string{"10.0.1.1:9092", "10.0.1.2:9092"}, TopicPrefix: "cg."},
+			Kafka: withKafkaDefaults(Kafka{Brokers: []string{"10.0.1.1:9092", "10.0.1.2:9092"}, TopicPrefix: "cg."}),
 		})
 		eq(t, "dedupe", cfg.Dedupe, Dedupe{
 			Window: 5 * time.Second, CacheSize: 5000, LockTTL: time.Minute,
@@ -163,7 +167,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		// queue.backend is not written: it follows store.backend.
 		eq(t, "queue", cfg.Queue, Queue{
 			Backend: "redis", MaxDepth: 5000, Shards: 1, ReplayRate: 2.5,
-			Kafka: Kafka{TopicPrefix: "clawgate."},
+			Kafka: Default().Queue.Kafka,
 		})
 		eq(t, "warnings", cfg.Warnings, []string(nil))
 		type queued struct {
@@ -197,6 +201,41 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		eq(t, "github.ack_status", route(t, cfg, "github").AckStatus, 204)
 		eq(t, "github.replay guard", route(t, cfg, "github").ReplayGuard, false)
 		eq(t, "slack-sync.queued", route(t, cfg, "slack-sync").Queued(), false)
+	},
+	"kafka.yaml": func(t *testing.T, cfg *Config) {
+		q := cfg.Queue
+		tc := q.Kafka.TLSConfig
+		if tc == nil || tc.ServerName != "kafka.internal" || tc.MinVersion != tls.VersionTLS12 || tc.RootCAs != nil || len(tc.Certificates) != 0 {
+			t.Fatalf("tls config %+v", tc)
+		}
+		q.Kafka.TLSConfig = nil
+		eq(t, "queue", q, Queue{
+			Backend: QueueKafka, MaxDepth: 20000, Shards: 1, ReplayRate: 50,
+			Kafka: Kafka{
+				Brokers:     []string{"kafka-1:9092", "kafka-2.internal:9093", "[2001:db8::7]:9092"},
+				TopicPrefix: "prod.webhooks.", ClientID: "clawgate-prod", Group: "clawgate-prod",
+				Partitions: 12, ReplicationFactor: 3, CreateTopics: false,
+				TLS: KafkaTLS{Enabled: true, ServerName: "kafka.internal"},
+				SASL: KafkaSASL{Mechanism: SASLScramSHA512, Username: "clawgate", PasswordEnv: "KAFKA_PASSWORD",
+					Password: testEnv["KAFKA_PASSWORD"]},
+			},
+		})
+		eq(t, "warnings", cfg.Warnings, []string(nil))
+		eq(t, "orders_v2.eu-west.queued", route(t, cfg, "orders_v2.eu-west").Queued(), true)
+	},
+	"kafka_defaults.yaml": func(t *testing.T, cfg *Config) {
+		eq(t, "queue", cfg.Queue, Queue{
+			Backend: QueueKafka, MaxDepth: 100000, Shards: 1, ReplayRate: 50,
+			Kafka: withKafkaDefaults(Kafka{
+				Brokers: []string{"127.0.0.1:9092"},
+				SASL:    KafkaSASL{Mechanism: SASLPlain, Username: "clawgate", PasswordEnv: "KAFKA_PASSWORD", Password: testEnv["KAFKA_PASSWORD"]},
+			}),
+		})
+		eq(t, "tls config", cfg.Queue.Kafka.TLSConfig, (*tls.Config)(nil))
+		eq(t, "config warnings", configWarnings(cfg), []string{
+			`gateway.yaml:5: queue.backend: kafka with store.backend: memory keeps the state of the events' keys in this process only: run a single instance (several would not share it; use store.backend: redis)`,
+			`gateway.yaml:8: queue.kafka.sasl: mechanism plain without queue.kafka.tls.enabled sends the password in clear to the brokers; set tls.enabled: true`,
+		})
 	},
 	"sizes.yaml": func(t *testing.T, cfg *Config) {
 		eq(t, "replay_body_limit", cfg.Dedupe.ReplayBodyLimit, ByteSize(0))

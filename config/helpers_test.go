@@ -24,6 +24,7 @@ var testEnv = map[string]string{
 	"SVIX_SECRET":       "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 	"RELATIVE_URL":      "/relative-alert-credential-0123456789",
 	"PD_ROUTING_KEY":    "pagerduty-routing-key-0123456789",
+	"KAFKA_PASSWORD":    "kafka-password-value-0123456789",
 }
 
 func getenv(name string) string { return testEnv[name] }

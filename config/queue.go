@@ -16,7 +16,8 @@ const (
 )
 
 // checkQueue validates the queue block and resolves an empty
-// queue.backend to the one store.backend implies.
+// queue.backend to the one store.backend implies. queue.kafka is checked
+// (kafka.go) only with queue.backend kafka.
 func (b *builder) checkQueue() {
 	q := &b.cfg.Queue
 	line := b.line("queue", "backend")
@@ -39,9 +40,12 @@ func (b *builder) checkQueue() {
 			b.ps.add(line, "queue.backend", "redis needs store.backend: redis (the queue lives in the store's Redis)")
 		}
 	case QueueKafka:
-		b.ps.add(line, "queue.backend", "kafka is not supported by this version; use redis or memory")
+		if store == BackendMemory {
+			b.warnAt(line, "queue.backend", "kafka with store.backend: memory keeps the state of the events' keys in this process only: run a single instance (several would not share it; use store.backend: redis)")
+		}
+		b.checkKafka()
 	default:
-		b.ps.add(line, "queue.backend", "must be memory or redis, got %q", clip(string(q.Backend)))
+		b.ps.add(line, "queue.backend", "must be memory, redis or kafka, got %q", clip(string(q.Backend)))
 	}
 	if q.MaxDepth < 1 {
 		b.ps.add(b.line("queue", "max_depth"), "queue.max_depth", "must be at least 1, got %d", q.MaxDepth)
@@ -109,9 +113,13 @@ func (b *builder) checkDelivery(i int) {
 	}
 }
 
-// checkQueueRoutes warns about the top-level settings that the queue
-// routes do not follow.
+// checkQueueRoutes checks the queue routes against the queue backend
+// (the names of their Kafka topics) and warns about the top-level
+// settings that they do not follow.
 func (b *builder) checkQueueRoutes() {
+	if b.cfg.Queue.Backend == QueueKafka {
+		b.checkKafkaRoutes()
+	}
 	if b.cfg.Store.OnError != OnErrorForward {
 		return
 	}

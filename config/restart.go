@@ -9,8 +9,9 @@ import (
 // value differs between the running config and next and that only a
 // restart applies: listen, tls, admin, store, tracing, dedupe.window,
 // dedupe.cache_size, queue.backend, queue.shards and queue.kafka. A value
-// resolved from the environment (the admin token, the Redis password) is
-// named by the field naming its variable.
+// resolved from the environment (the admin token, the Redis and Kafka
+// passwords) is named by the field naming its variable; a value compiled
+// from others (queue.kafka's TLSConfig) is not compared, its fields are.
 func RestartFields(running, next *Config) []string {
 	var out []string
 	add := func(name string, changed bool) {

@@ -32,7 +32,7 @@ func TestRestartFields(t *testing.T) {
 		{func(c *Config) { c.Dedupe.Window = time.Second; c.Dedupe.CacheSize = 5 }, "dedupe.window dedupe.cache_size"},
 		{func(c *Config) { c.Tracing.Enabled = true; c.Tracing.SampleRatio = 0.5 }, "tracing.enabled tracing.sample_ratio"},
 		{func(c *Config) { c.Queue.Backend = QueueRedis; c.Queue.Shards = 4 }, "queue.backend queue.shards"},
-		{func(c *Config) { c.Queue.Kafka = Kafka{Brokers: []string{"k:9092"}, TopicPrefix: "x."} }, "queue.kafka.brokers queue.kafka.topic_prefix"},
+		{func(c *Config) { c.Queue.Kafka.Brokers = []string{"k:9092"}; c.Queue.Kafka.TopicPrefix = "x." }, "queue.kafka.brokers queue.kafka.topic_prefix"},
 		{func(c *Config) { c.Queue.MaxDepth = 5; c.Queue.ReplayRate = 1 }, ""},
 		{func(c *Config) { c.Routes = []Route{{Name: "x", Delivery: DeliveryQueue, Workers: 2}} }, ""},
 	} {

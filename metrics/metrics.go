@@ -67,6 +67,7 @@ type Metrics struct {
 	QueueReclaims *prometheus.CounterVec   // webhook_queue_reclaimed_total{route}
 	DLQReplays    *prometheus.CounterVec   // webhook_dlq_replays_total{route}
 	DLQPurges     *prometheus.CounterVec   // webhook_dlq_purges_total{route}
+	KafkaLag      *prometheus.GaugeVec     // kafka_consumer_lag{route} (queue.backend kafka)
 	queueRoutes   sync.Map                 // route -> struct{}: its queue series exist
 }
 

@@ -76,8 +76,12 @@ func (m *Metrics) newQueue(reg prometheus.Registerer) {
 		Name: "webhook_dlq_purges_total",
 		Help: "Events an operator purged from the route's dead-letter queue (their bodies dropped).",
 	}, []string{"route"})
+	m.KafkaLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kafka_consumer_lag",
+		Help: "Records in the route's main topic not yet committed by the consumer group: end offset minus committed offset, summed over partitions (queue.backend kafka only). The group is shared by every instance, which each report its lag; aggregate with max by (route).",
+	}, []string{"route"})
 	reg.MustRegister(m.DLQSize, m.QueueDepth, m.QueueLag, m.QueueAttempts, m.QueueDelays,
-		m.QueueReclaims, m.DLQReplays, m.DLQPurges)
+		m.QueueReclaims, m.DLQReplays, m.DLQPurges, m.KafkaLag)
 }
 
 // queueRoute creates route's queue counters and histogram at 0, once.
@@ -152,14 +156,29 @@ func (m *Metrics) SetQueueStats(route string, depth, dlq int64, lagSeconds float
 	m.QueueLag.WithLabelValues(route).Set(lagSeconds)
 }
 
-// ForgetQueueRoute drops route's gauge series (depth, lag, DLQ size), for a
-// queue route a reload removed or turned into a synchronous one: a gauge
-// left behind would report its last value forever and keep
-// DeadLetterQueueNotEmpty firing. Call it once the route's stats refresher
-// has stopped. The counters and the histogram are kept (they stop
-// growing), as other routes' counters are.
+// SetKafkaLag sets route's kafka_consumer_lag to lag, the records of the
+// route's main topic its consumer group has not committed yet (end offset
+// minus committed offset, summed over the partitions); a negative value
+// counts as 0. For queue.backend kafka only: the first call for a route
+// creates its gauge, and its queue counters at 0 as the other queue
+// methods do.
+func (m *Metrics) SetKafkaLag(route string, lag int64) {
+	m.queueRoute(route)
+	if lag < 0 {
+		lag = 0
+	}
+	m.KafkaLag.WithLabelValues(route).Set(float64(lag))
+}
+
+// ForgetQueueRoute drops route's gauge series (depth, lag, DLQ size, Kafka
+// consumer lag), for a queue route a reload removed or turned into a
+// synchronous one: a gauge left behind would report its last value forever
+// and keep DeadLetterQueueNotEmpty (or KafkaConsumerLagHigh) firing. Call
+// it once the route's stats refresher has stopped. The counters and the
+// histogram are kept (they stop growing), as other routes' counters are.
 func (m *Metrics) ForgetQueueRoute(route string) {
 	m.QueueDepth.DeleteLabelValues(route)
 	m.DLQSize.DeleteLabelValues(route)
 	m.QueueLag.DeleteLabelValues(route)
+	m.KafkaLag.DeleteLabelValues(route)
 }

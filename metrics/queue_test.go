@@ -10,7 +10,7 @@ import (
 
 var queueNames = []string{"dead_letter_queue_size", "webhook_queue_depth", "webhook_queue_lag_seconds",
 	"webhook_delivery_attempts_total", "webhook_queue_delivery_delay_seconds", "webhook_queue_reclaimed_total",
-	"webhook_dlq_replays_total", "webhook_dlq_purges_total"}
+	"webhook_dlq_replays_total", "webhook_dlq_purges_total", "kafka_consumer_lag"}
 
 func TestQueueSeriesOnlyForQueueRoutes(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -152,4 +152,47 @@ func TestQueueDelayBuckets(t *testing.T) {
 		return
 	}
 	t.Fatal("no webhook_queue_delivery_delay_seconds")
+}
+
+func TestKafkaLag(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	// Not a Kafka queue route: no series, not even on the other backends.
+	m.SetQueueStats("refunds", 0, 0, 0)
+	if n, err := testutil.GatherAndCount(reg, "kafka_consumer_lag"); err != nil || n != 0 {
+		t.Fatalf("kafka_consumer_lag: %d series (%v) without SetKafkaLag", n, err)
+	}
+	m.SetKafkaLag("orders", 1234)
+	m.SetKafkaLag("invoices", 7)
+	m.SetKafkaLag("invoices", -3) // a committed offset past the end offset seen: 0
+	want := `
+# HELP kafka_consumer_lag Records in the route's main topic not yet committed by the consumer group: end offset minus committed offset, summed over partitions (queue.backend kafka only). The group is shared by every instance, which each report its lag; aggregate with max by (route).
+# TYPE kafka_consumer_lag gauge
+kafka_consumer_lag{route="invoices"} 0
+kafka_consumer_lag{route="orders"} 1234
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kafka_consumer_lag"); err != nil {
+		t.Fatal(err)
+	}
+	// The first SetKafkaLag of a route creates its queue counters at 0.
+	if n, err := testutil.GatherAndCount(reg, "webhook_delivery_attempts_total"); err != nil || n != 3*len(AttemptOutcomes) {
+		t.Errorf("webhook_delivery_attempts_total: %d series (%v), want %d", n, err, 3*len(AttemptOutcomes))
+	}
+
+	// A reload removes route orders: its lag goes with its other gauges.
+	m.SetQueueStats("orders", 5, 0, 1)
+	m.ForgetQueueRoute("orders")
+	want = `
+# HELP kafka_consumer_lag Records in the route's main topic not yet committed by the consumer group: end offset minus committed offset, summed over partitions (queue.backend kafka only). The group is shared by every instance, which each report its lag; aggregate with max by (route).
+# TYPE kafka_consumer_lag gauge
+kafka_consumer_lag{route="invoices"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kafka_consumer_lag"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"webhook_queue_depth", "webhook_queue_lag_seconds", "dead_letter_queue_size"} {
+		if n, _ := testutil.GatherAndCount(reg, name); n != 1 {
+			t.Errorf("%s: %d series after ForgetQueueRoute(orders), want refunds' only", name, n)
+		}
+	}
 }

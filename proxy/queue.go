@@ -62,6 +62,13 @@ func (g *Gateway) queued(d *delivery) error {
 		}
 		rt.m.Duplicate("store", metrics.OutcomeReplayed)
 		return g.ackQueued(d, ack.ID, true)
+	case queue.InFlight:
+		// Another copy is being stored this instant (Kafka: its record is
+		// being produced): as for a copy in flight on a sync route.
+		rt.m.Duplicate("store", metrics.OutcomeInFlight)
+		se := fail(http.StatusConflict, metrics.OutcomeInFlight, "a delivery with this idempotency key is in progress", nil)
+		se.retryAfter = 1
+		return se
 	case queue.Delivered:
 		g.guard.Remember(d.scoped, ack.Outcome, ack.Copies, d.gen)
 		return g.finishedDuplicate(d, "store", &ack.Outcome)

@@ -62,6 +62,10 @@ const (
 	Delivered
 	// Full: the route holds max_depth undelivered events; nothing stored.
 	Full
+	// InFlight: another copy of the key is being stored right now (Kafka:
+	// its record is being produced); answer 409 with Retry-After, as for
+	// a copy in flight on a sync route.
+	InFlight
 )
 
 // Ack is Enqueue's answer.

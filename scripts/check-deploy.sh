@@ -13,10 +13,11 @@
 #   metric names in the alert rules                       (plain grep)
 #   every alert has a runbook_url naming a section of deploy/README.md
 #     that exists, and no other runbook annotation
-#   docker compose config -q, and that every bind-mounted file exists
-#                                                          (needs docker compose or docker-compose)
+#   docker compose config -q (also with --profile kafka), and that every
+#     bind-mounted file exists                             (needs docker compose or docker-compose)
 #   the Dockerfile: Go version matches go.mod, static non-root build
-#   deploy/gateway.yaml passes `clawgate check`, and -X main.version reaches
+#   deploy/gateway.yaml and deploy/gateway.kafka.yaml pass `clawgate check`,
+#     and -X main.version reaches
 #     `clawgate version`                                  (needs ./cmd/clawgate)
 #
 # Environment: VERBOSE=1 prints the output of passing commands too.
@@ -44,7 +45,8 @@ clawgate_ready clawgate_store_up clawgate_build_info
 webhook_in_flight_requests webhook_refused_total
 dead_letter_queue_size webhook_queue_depth webhook_queue_lag_seconds
 webhook_delivery_attempts_total webhook_queue_reclaimed_total
-webhook_dlq_replays_total webhook_dlq_purges_total"
+webhook_dlq_replays_total webhook_dlq_purges_total
+kafka_consumer_lag"
 histograms="webhook_processing_duration_seconds webhook_upstream_duration_seconds
 webhook_store_duration_seconds webhook_queue_delivery_delay_seconds"
 not_yet=""
@@ -63,11 +65,11 @@ known_metric() { # NAME ALLOW_NOT_YET
 
 # check_metric_names DESCRIPTION ALLOW_NOT_YET < text: every clawgate-looking
 # metric name in the text (webhook_*, idempotency_*, dead_letter_*,
-# clawgate_*; recording rule names, which contain ':', excepted) must be a
-# known one.
+# clawgate_*, kafka_consumer_*; recording rule names, which contain ':',
+# excepted) must be a known one.
 check_metric_names() {
 	local desc=$1 allow=$2 name unknown=""
-	for name in $(grep -oE '[A-Za-z0-9_:]*(webhook|idempotency|dead_letter|clawgate)_[A-Za-z0-9_:]*' | sort -u); do
+	for name in $(grep -oE '[A-Za-z0-9_:]*(webhook|idempotency|dead_letter|clawgate|kafka_consumer)_[A-Za-z0-9_:]*' | sort -u); do
 		case $name in *:*) continue ;; esac
 		known_metric "$name" "$allow" || unknown="$unknown $name"
 	done
@@ -194,6 +196,8 @@ fi
 if [ ${#compose[@]} -gt 0 ]; then
 	run "${compose[*]} -f deploy/docker-compose.yml config -q ($("${compose[@]}" version --short 2>/dev/null | head -n1))" \
 		"${compose[@]}" -f deploy/docker-compose.yml config -q
+	run "${compose[*]} -f deploy/docker-compose.yml --profile kafka config -q" \
+		"${compose[@]}" -f deploy/docker-compose.yml --profile kafka config -q
 else
 	skip "docker compose config (neither the docker compose plugin nor docker-compose is installed)"
 fi
@@ -237,8 +241,10 @@ if ls cmd/clawgate/*.go >/dev/null 2>&1 && command -v go >/dev/null 2>&1; then
 		# The dev defaults of deploy/docker-compose.yml.
 		orders=$(sed -nE 's/.*ORDERS_SECRET: \$\{ORDERS_SECRET:-([^}]*)\}.*/\1/p' deploy/docker-compose.yml | head -n1)
 		token=$(sed -nE 's/.*CLAWGATE_ADMIN_TOKEN: \$\{CLAWGATE_ADMIN_TOKEN:-([^}]*)\}.*/\1/p' deploy/docker-compose.yml | head -n1)
-		run "clawgate check -config deploy/gateway.yaml (compose's env)" \
-			env ORDERS_SECRET="$orders" CLAWGATE_ADMIN_TOKEN="$token" "$tmp/clawgate" check -config deploy/gateway.yaml
+		for gw in deploy/gateway.yaml deploy/gateway.kafka.yaml; do
+			run "clawgate check -config $gw (compose's env)" \
+				env ORDERS_SECRET="$orders" CLAWGATE_ADMIN_TOKEN="$token" "$tmp/clawgate" check -config "$gw"
+		done
 		if "$tmp/clawgate" version 2>&1 | grep -q check-deploy; then
 			ok "-X main.version reaches clawgate version"
 		else
@@ -247,10 +253,10 @@ if ls cmd/clawgate/*.go >/dev/null 2>&1 && command -v go >/dev/null 2>&1; then
 	else
 		# A Go build failure is the Go tests' to report; the deploy checks
 		# that need the binary cannot run.
-		skip "clawgate check of deploy/gateway.yaml and the version stamp: ./cmd/clawgate does not build: $(echo "$out" | grep -v '^#' | head -n1)"
+		skip "clawgate check of deploy/gateway*.yaml and the version stamp: ./cmd/clawgate does not build: $(echo "$out" | grep -v '^#' | head -n1)"
 	fi
 else
-	skip "clawgate check of deploy/gateway.yaml and the version stamp (no ./cmd/clawgate/*.go or no go)"
+	skip "clawgate check of deploy/gateway*.yaml and the version stamp (no ./cmd/clawgate/*.go or no go)"
 fi
 
 summary check-deploy

@@ -21,6 +21,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/kafkatest"
 	"github.com/clawgate/clawgate/store/redistest"
 )
 
@@ -185,13 +186,44 @@ func qEventually(t *testing.T, bound time.Duration, cond func() bool, what func(
 // qConf is a gateway with one queue route, "orders" on /webhook/order,
 // keyed on the body's "id".
 type qConf struct {
-	redis    string // store.redis address; "" for the memory store and queue
-	upstream string
-	lockTTL  string
-	timeout  string
-	workers  int
-	retry    string
-	extra    string // more top-level YAML
+	redis string // store.redis address; "" for the memory store and queue
+	// kafka, when set, are the brokers of queue.backend kafka (the keys'
+	// state in the store given by redis); topicPrefix its topics' prefix.
+	kafka       []string
+	topicPrefix string
+	upstream    string
+	lockTTL     string
+	timeout     string
+	workers     int
+	retry       string
+	extra       string // more top-level YAML
+}
+
+// qBackend is a queue backend shared by instances that the scenarios
+// below run on.
+type qBackend struct {
+	name string
+	// conf starts the backend's servers for the test and returns a
+	// gateway config on them (upstream and route settings unset).
+	conf func(t *testing.T) qConf
+}
+
+// qBackends: Redis Streams, and Kafka topics with the keys' state in
+// Redis.
+var qBackends = []qBackend{
+	{"redis", func(t *testing.T) qConf { return qConf{redis: redistest.Start(t)} }},
+	{"kafka", func(t *testing.T) qConf {
+		return qConf{redis: redistest.Start(t), kafka: kafkatest.Start(t).Addrs()}
+	}},
+}
+
+// forEachQueueBackend runs f as a subtest on each of qBackends, with
+// fresh servers.
+func forEachQueueBackend(t *testing.T, f func(t *testing.T, be string, c qConf)) {
+	t.Helper()
+	for _, be := range qBackends {
+		t.Run(be.name, func(t *testing.T) { f(t, be.name, be.conf(t)) })
+	}
 }
 
 func (c qConf) yaml() string {
@@ -213,6 +245,18 @@ func (c qConf) yaml() string {
 	b.WriteString("listen: \"127.0.0.1:0\"\nadmin: { listen: \"127.0.0.1:0\" }\n")
 	if c.redis != "" {
 		fmt.Fprintf(&b, "store: { backend: redis, redis: { addrs: [%q] } }\n", c.redis)
+	}
+	if len(c.kafka) > 0 {
+		brokers := make([]string, len(c.kafka))
+		for i, a := range c.kafka {
+			brokers[i] = strconv.Quote(a)
+		}
+		prefix := c.topicPrefix
+		if prefix == "" {
+			prefix = "clawgate.test."
+		}
+		fmt.Fprintf(&b, "queue: { backend: kafka, kafka: { brokers: [%s], topic_prefix: %q, create_topics: true, partitions: 3, replication_factor: 1 } }\n",
+			strings.Join(brokers, ", "), prefix)
 	}
 	fmt.Fprintf(&b, "dedupe: { lock_ttl: %s }\n", c.lockTTL)
 	b.WriteString(c.extra)
@@ -371,7 +415,7 @@ func qKeys(prefix string, n int) []string {
 
 // qSent is what a provider got delivering events: the final answer to
 // each copy, and how many 503s (the gateway could not store the event in
-// time: try again) came before them.
+// time: try again) or 409s (a copy in flight) came before them.
 type qSent struct {
 	answers map[string][]qAnswer
 	busy    map[string]int
@@ -379,7 +423,8 @@ type qSent struct {
 
 // qSendAll delivers every key once to each of urls, from workers client
 // goroutines, both copies of one event close together. Like a provider,
-// it sends a copy again after a 503 with Retry-After.
+// it sends a copy again after a 503 with Retry-After, or a 409 with
+// Retry-After (Kafka: another copy was being stored that instant).
 func qSendAll(keys []string, urls []string, workers int) qSent {
 	type job struct{ key, url string }
 	jobs := make(chan job)
@@ -390,7 +435,7 @@ func qSendAll(keys []string, urls []string, workers int) qSent {
 		wg.Go(func() {
 			for j := range jobs {
 				a := qPost(j.url, j.key)
-				for try := 0; a.status == 503 && a.retry != "" && try < 50; try++ {
+				for try := 0; (a.status == 503 || a.status == 409) && a.retry != "" && try < 50; try++ {
 					mu.Lock()
 					sent.busy[j.key]++
 					mu.Unlock()
@@ -452,7 +497,7 @@ func checkAcks(t *testing.T, sent qSent, copies int) {
 			t.Fatalf("%s: %d answers stored the event (202 without Idempotent-Replayed), want exactly 1: %+v", key, fresh, as)
 		}
 	}
-	t.Logf("%d events: copies answered 202 replayed while queued: %d, with the stored upstream answer: %d; 503s answered then sent again: %d",
+	t.Logf("%d events: copies answered 202 replayed while queued: %d, with the stored upstream answer: %d; 503s and 409s answered then sent again: %d",
 		len(sent.answers), queuedCopies, finishedCopies, busy)
 }
 
@@ -467,12 +512,16 @@ func checkOnce(t *testing.T, up *qUpstream, keys []string) {
 	}
 }
 
-// Two instances on one Redis, every event delivered to both at once:
-// each copy is acknowledged, and each event reaches the upstream once.
+// Two instances on one shared queue, every event delivered to both at
+// once: each copy is acknowledged, and each event reaches the upstream
+// once.
 func TestQueueTwoInstancesDeliverOnce(t *testing.T) {
-	addr := redistest.Start(t)
+	forEachQueueBackend(t, testQueueTwoInstancesDeliverOnce)
+}
+
+func testQueueTwoInstancesDeliverOnce(t *testing.T, _ string, c qConf) {
 	up := newQUpstream(t)
-	c := qConf{redis: addr, upstream: up.srv.URL}
+	c.upstream = up.srv.URL
 	a, b := startQueue(t, c, nil), startQueue(t, c, nil)
 	if a.queue.Consumer() == b.queue.Consumer() {
 		t.Fatalf("both instances read as consumer %q", a.queue.Consumer())
@@ -499,7 +548,10 @@ func TestQueueTwoInstancesDeliverOnce(t *testing.T) {
 // completed by its fourth try (X-Clawgate-Attempt: 4), once, and the
 // gaps between one event's tries grow.
 func TestQueueUpstreamDownFirstTries(t *testing.T) {
-	addr := redistest.Start(t)
+	forEachQueueBackend(t, testQueueUpstreamDownFirstTries)
+}
+
+func testQueueUpstreamDownFirstTries(t *testing.T, _ string, c qConf) {
 	up := newQUpstream(t)
 	up.setAnswer(func(_ string, n int) int {
 		if n <= 3 {
@@ -513,7 +565,8 @@ func TestQueueUpstreamDownFirstTries(t *testing.T) {
 	// machine's scheduling pauses). The first is shorter than the
 	// workers' default 250ms promote period: the gaps grow only if due
 	// retries are promoted sooner than that.
-	in := startQueue(t, qConf{redis: addr, upstream: up.srv.URL, workers: 64, retry: "{ max_attempts: 6, initial: 200ms, max: 5s }"}, nil)
+	c.upstream, c.workers, c.retry = up.srv.URL, 64, "{ max_attempts: 6, initial: 200ms, max: 5s }"
+	in := startQueue(t, c, nil)
 	keys := qKeys("down", 50)
 	for _, k := range keys {
 		if a := qPost(in.url(), k); a.status != 202 || a.replayed {
@@ -555,7 +608,10 @@ func TestQueueUpstreamDownFirstTries(t *testing.T) {
 // events die; once the upstream is back, replaying each event delivers
 // it once and empties the DLQ.
 func TestQueueDeadLetterAlertReplay(t *testing.T) {
-	addr := redistest.Start(t)
+	forEachQueueBackend(t, testQueueDeadLetterAlertReplay)
+}
+
+func testQueueDeadLetterAlertReplay(t *testing.T, _ string, c qConf) {
 	up := newQUpstream(t)
 	up.setAnswer(func(string, int) int { return 500 })
 	var amu sync.Mutex
@@ -576,8 +632,14 @@ func TestQueueDeadLetterAlertReplay(t *testing.T) {
 		defer amu.Unlock()
 		return append([]string(nil), alerts...)
 	}
-	in := startQueue(t, qConf{redis: addr, upstream: up.srv.URL, retry: "{ max_attempts: 3, initial: 20ms, max: 100ms }",
-		extra: "alerts: { webhook_url_env: QUEUE_TEST_ALERT_URL }\n"}, map[string]string{"QUEUE_TEST_ALERT_URL": receiver.URL})
+	c.upstream, c.retry = up.srv.URL, "{ max_attempts: 3, initial: 20ms, max: 100ms }"
+	c.extra = "alerts: { webhook_url_env: QUEUE_TEST_ALERT_URL }\n"
+	in := startQueue(t, c, map[string]string{"QUEUE_TEST_ALERT_URL": receiver.URL})
+	defer func() {
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", in.log)
+		}
+	}()
 
 	keys := qKeys("dead", 5)
 	ids := map[string]string{}
@@ -646,12 +708,15 @@ func TestQueueDeadLetterAlertReplay(t *testing.T) {
 }
 
 // Events waiting to retry when their instance shuts down are delivered,
-// once each, by the next instance on the same Redis.
+// once each, by the next instance on the same queue.
 func TestQueueRestartWithPending(t *testing.T) {
-	addr := redistest.Start(t)
+	forEachQueueBackend(t, testQueueRestartWithPending)
+}
+
+func testQueueRestartWithPending(t *testing.T, _ string, c qConf) {
 	up := newQUpstream(t)
 	up.setAnswer(func(string, int) int { return 503 })
-	c := qConf{redis: addr, upstream: up.srv.URL, retry: "{ max_attempts: 6, initial: 10s, max: 10s }"}
+	c.upstream, c.retry = up.srv.URL, "{ max_attempts: 6, initial: 10s, max: 10s }"
 	first := startQueue(t, c, nil)
 	keys := qKeys("pending", 20)
 	for _, k := range keys {
@@ -678,16 +743,22 @@ func TestQueueRestartWithPending(t *testing.T) {
 
 // An instance shut down while its tries hang at the upstream cuts them
 // and hands their entries back: the next instance delivers them at once,
-// without waiting for lock_ttl (far longer than this test waits).
+// without waiting for lock_ttl (far longer than this test waits). On
+// Redis it takes them over (reclaimed); on Kafka the first instance
+// leaves the group without committing them and the next one reads them
+// again.
 func TestQueueRestartHandsBackCutTries(t *testing.T) {
-	addr := redistest.Start(t)
+	forEachQueueBackend(t, testQueueRestartHandsBackCutTries)
+}
+
+func testQueueRestartHandsBackCutTries(t *testing.T, be string, c qConf) {
 	up := newQUpstream(t)
 	up.hold()
 	// lock_ttl 20s: an entry that was not handed back could only be taken
 	// over 20s after the first instance read it, later than this test
 	// waits for the second instance to deliver.
-	c := qConf{redis: addr, upstream: up.srv.URL, lockTTL: "20s", timeout: "3s", workers: 8,
-		retry: "{ max_attempts: 6, initial: 100ms, max: 1s }"}
+	c.upstream, c.lockTTL, c.timeout, c.workers = up.srv.URL, "20s", "3s", 8
+	c.retry = "{ max_attempts: 6, initial: 100ms, max: 1s }"
 	first := startQueue(t, c, nil)
 	keys := qKeys("cut", 8)
 	for _, k := range keys {
@@ -718,6 +789,9 @@ func TestQueueRestartHandsBackCutTries(t *testing.T) {
 		}
 	}
 	checkOnce(t, up, keys)
+	if be != "redis" {
+		return
+	}
 	if v, _ := second.gauge("webhook_queue_reclaimed_total"); v != float64(len(keys)) {
 		t.Errorf("webhook_queue_reclaimed_total on the second instance = %v, want %d", v, len(keys))
 	}
@@ -727,11 +801,14 @@ func TestQueueRestartHandsBackCutTries(t *testing.T) {
 // upstream client waits out the route's timeout) is still recorded: the
 // events it completed are not handed back and delivered again.
 func TestQueueShutdownKeepsAnswersAfterTheCut(t *testing.T) {
-	addr := redistest.Start(t)
+	forEachQueueBackend(t, testQueueShutdownKeepsAnswersAfterTheCut)
+}
+
+func testQueueShutdownKeepsAnswersAfterTheCut(t *testing.T, _ string, c qConf) {
 	up := newQUpstream(t)
 	up.hold()
-	c := qConf{redis: addr, upstream: up.srv.URL, lockTTL: "20s", timeout: "3s", workers: 8,
-		retry: "{ max_attempts: 6, initial: 100ms, max: 1s }"}
+	c.upstream, c.lockTTL, c.timeout, c.workers = up.srv.URL, "20s", "3s", 8
+	c.retry = "{ max_attempts: 6, initial: 100ms, max: 1s }"
 	first := startQueue(t, c, nil)
 	keys := qKeys("late", 8)
 	for _, k := range keys {

@@ -23,6 +23,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/alert"
@@ -30,6 +33,7 @@ import (
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
+	"github.com/clawgate/clawgate/queue/kafka"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/tracing"
 )
@@ -52,9 +56,12 @@ type Server struct {
 	gw      *proxy.Gateway
 	// queue runs the workers of the delivery: queue routes.
 	queue *queue.Manager
+	// qb is the queue's backend, closed after the queue (Kafka's clients
+	// commit and leave their groups).
+	qb    queue.Backend
 	srv   *http.Server
-	admin   *http.Server
-	addr    net.Addr // the delivery listener's address
+	admin *http.Server
+	addr  net.Addr // the delivery listener's address
 	// adminAddr is the admin listener's address; nil when it is off.
 	adminAddr net.Addr
 	errc      chan error
@@ -136,7 +143,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		URL: cfg.Alerts.WebhookURL, RoutingKey: cfg.Alerts.PagerDutyRoutingKey,
 		Sent: m.AlertsSent, Logger: log,
 	})
-	qb, err := openQueue(cfg, raw, log)
+	qb, err := openQueue(cfg, raw, m, log)
 	if err != nil {
 		stopBG()
 		tp.Shutdown(context.Background())
@@ -150,12 +157,14 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer(), Queue: qm})
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
+		qm.Close(0)
+		closeBackend(qb)
 		stopBG()
 		tp.Shutdown(context.Background())
 		st.Close()
 		return nil, err
 	}
-	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
+	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
 	in.cert.Store(cert)
 	in.tracer = tp
 	// With Redis, an operator's key reset reaches every instance's window,
@@ -187,6 +196,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		qm.Close(0)
+		closeBackend(qb)
 		stopBG()
 		tp.Shutdown(context.Background())
 		st.Close()
@@ -198,6 +208,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		aln, err = net.Listen("tcp", cfg.Admin.Listen)
 		if err != nil {
 			qm.Close(0)
+			closeBackend(qb)
 			stopBG()
 			ln.Close()
 			tp.Shutdown(context.Background())
@@ -208,7 +219,8 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		in.admin = &http.Server{
 			Handler: admin.Handler(admin.Options{
 				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log, Queue: qm,
-				Reloader: configReloader{in},
+				QueueBackend: pinger(qb),
+				Reloader:     configReloader{in},
 			}),
 			ReadHeaderTimeout: readHeaderTimeout,
 			ReadTimeout:       readTimeout,
@@ -344,6 +356,7 @@ func (in *Server) Shutdown(grace time.Duration) {
 	// period for the tries they hold; the rest go back for another
 	// instance (or the next start) to take.
 	in.queue.Close(time.Until(deadline(ctx)))
+	closeBackend(in.qb)
 	// Keys the upstream accepted whose record could not be written yet
 	// (the store was briefly down) get what is left of the grace period.
 	if !in.gw.Drain(ctx) {
@@ -383,9 +396,9 @@ type redisClient interface {
 	OpTimeout() time.Duration
 }
 
-// openQueue builds the queue backend: the store's Redis, or this process's
-// memory.
-func openQueue(cfg *config.Config, st store.Store, log *slog.Logger) (queue.Backend, error) {
+// openQueue builds the queue backend: Kafka (keys in the store), the
+// store's Redis, or this process's memory.
+func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
 	queued := 0
 	for i := range cfg.Routes {
 		if cfg.Routes[i].Queued() {
@@ -393,6 +406,8 @@ func openQueue(cfg *config.Config, st store.Store, log *slog.Logger) (queue.Back
 		}
 	}
 	switch cfg.Queue.Backend {
+	case config.QueueKafka:
+		return openKafka(cfg, st, m, log)
 	case config.QueueRedis:
 		rc, ok := st.(redisClient)
 		if !ok {
@@ -406,6 +421,52 @@ func openQueue(cfg *config.Config, st store.Store, log *slog.Logger) (queue.Back
 			log.Warn("memory queue: queued events are kept in this process only and lost when it stops; use store.backend: redis to keep them", "queue_routes", queued)
 		}
 		return queue.NewMemory(), nil
+	}
+}
+
+// openKafka builds the Kafka backend; the keys' ledger is the store's
+// Redis, or this process's memory with the memory store.
+func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
+	k := cfg.Queue.Kafka
+	var ledger kafka.Ledger
+	if rc, ok := st.(redisClient); ok {
+		l := kafka.NewRedisLedger(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
+		l.UseBatcher(rc.RunScript)
+		ledger = l
+	} else {
+		ledger = kafka.NewMemoryLedger(nil)
+	}
+	var mech sasl.Mechanism
+	switch a := (scram.Auth{User: k.SASL.Username, Pass: k.SASL.Password}); k.SASL.Mechanism {
+	case config.SASLPlain:
+		mech = plain.Auth{User: k.SASL.Username, Pass: k.SASL.Password}.AsMechanism()
+	case config.SASLScramSHA256:
+		mech = a.AsSha256Mechanism()
+	case config.SASLScramSHA512:
+		mech = a.AsSha512Mechanism()
+	}
+	return kafka.New(kafka.Options{
+		Brokers: k.Brokers, TopicPrefix: k.TopicPrefix, ClientID: k.ClientID, Group: k.Group,
+		Partitions: int32(k.Partitions), Replication: int16(k.ReplicationFactor), CreateTopics: k.CreateTopics,
+		TLS: k.TLSConfig, SASL: mech, Ledger: ledger, Lag: m.SetKafkaLag, Log: log,
+		// A rebalance waits for the tries in flight, which the routes'
+		// timeouts bound inside lock_ttl.
+		DrainWait: cfg.Dedupe.LockTTL,
+	})
+}
+
+// pinger is the queue backend when /readyz must check it too (Kafka).
+func pinger(qb queue.Backend) admin.Pinger {
+	if p, ok := qb.(admin.Pinger); ok {
+		return p
+	}
+	return nil
+}
+
+// closeBackend closes a queue backend with connections of its own (Kafka).
+func closeBackend(qb queue.Backend) {
+	if c, ok := qb.(interface{ Close() }); ok {
+		c.Close()
 	}
 }
 

@@ -1,0 +1,496 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clawgate/clawgate/queue"
+	"github.com/clawgate/clawgate/store"
+)
+
+// MemoryLedger is the ledger of one process, with the same semantics as
+// RedisLedger inside it; everything in it is lost when the process stops.
+// Times are kept at millisecond precision, as Redis keeps them. Leases
+// and retentions run on the injected clock; a key whose time is up is
+// forgotten when next looked at (and by a sweep once a minute).
+type MemoryLedger struct {
+	now func() time.Time
+
+	mu     sync.Mutex
+	routes map[string]*memLedgerRoute
+	swept  time.Time
+}
+
+var _ Ledger = (*MemoryLedger)(nil)
+
+// NewMemoryLedger returns an empty ledger on the clock now (nil:
+// time.Now).
+func NewMemoryLedger(now func() time.Time) *MemoryLedger {
+	if now == nil {
+		now = time.Now
+	}
+	return &MemoryLedger{now: now, routes: map[string]*memLedgerRoute{}}
+}
+
+type memLedgerRoute struct {
+	keys map[string]*memLedgerKey
+	age  map[string]int64  // eid -> first seen (ms): undelivered events
+	dead map[string]string // eid -> key: dead-lettered, not purged
+}
+
+// memLedgerKey mirrors RedisLedger's key hash; an empty string is an
+// absent field.
+type memLedgerKey struct {
+	st             string // enq, queued, dead, done
+	eid, tok, rtok string
+	// ptok is a pending token: a retry or replay record produced with it
+	// may be read before its settlement is recorded, and is adopted then.
+	ptok        string
+	fp          string
+	n, qa, qt   int64
+	first, last int64 // ms
+	pos, owner  string
+	rec         []byte // encoded outcome (done)
+	dlq, reason string
+	status      int
+	err         string
+	died        int64     // ms
+	expires     time.Time // zero: never
+}
+
+// Key record states, as stored.
+const (
+	ledgerEnqueuing = "enq"
+	ledgerQueued    = "queued"
+	ledgerDead      = "dead"
+	ledgerDone      = "done"
+)
+
+// ledgerSweepEvery is how often MemoryLedger forgets every key whose time
+// is up, besides doing so lazily.
+const ledgerSweepEvery = time.Minute
+
+// ledgerMs is t in Unix milliseconds, 0 for the zero time.
+func ledgerMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// ledgerTime is the UTC time of ms, the zero time for 0.
+func ledgerTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// ledgerTTL is d as a Redis expiry: at least a millisecond (PEXPIRE with
+// 0 would delete the key at once).
+func ledgerTTL(d time.Duration) int64 { return max(1, d.Milliseconds()) }
+
+// ledgerParseCursor reads a ListDead cursor: "" (the start) or
+// "SCAN[/EID]", the scan cursor of the batch to list and, when that batch
+// was cut short, the last event id listed from it (batches are listed in
+// event id order).
+func ledgerParseCursor(cursor string) (scan, after string, err error) {
+	if cursor == "" {
+		return "0", "", nil
+	}
+	scan, after, _ = strings.Cut(cursor, "/")
+	if _, perr := strconv.ParseUint(scan, 10, 64); perr != nil {
+		c := cursor
+		if len(c) > 64 {
+			c = c[:64] + "..."
+		}
+		return "", "", fmt.Errorf("%w: cursor %q", queue.ErrBadCursor, c)
+	}
+	return scan, after, nil
+}
+
+// ledgerCursor makes the cursor ledgerParseCursor reads.
+func ledgerCursor(scan, after string) string {
+	if after == "" {
+		return scan
+	}
+	return scan + "/" + after
+}
+
+var errLedgerNoToken = errors.New("kafka ledger: settle: a retry needs a new token")
+
+// ledgerSettleCheck refuses a settlement no ledger could record.
+func ledgerSettleCheck(s Settlement) error {
+	if s.Kind == queue.SettleRetry && s.NewToken == "" {
+		return errLedgerNoToken
+	}
+	return nil
+}
+
+func (m *MemoryLedger) route(name string) *memLedgerRoute {
+	r := m.routes[name]
+	if r == nil {
+		r = &memLedgerRoute{keys: map[string]*memLedgerKey{}, age: map[string]int64{}, dead: map[string]string{}}
+		m.routes[name] = r
+	}
+	return r
+}
+
+// key returns name's record, forgetting it when its time is up.
+func (r *memLedgerRoute) key(name string, now time.Time) *memLedgerKey {
+	k := r.keys[name]
+	if k != nil && !k.expires.IsZero() && !now.Before(k.expires) {
+		delete(r.keys, name)
+		return nil
+	}
+	return k
+}
+
+// sweep forgets every key whose time is up, at most once a minute.
+func (m *MemoryLedger) sweep(now time.Time) {
+	if now.Sub(m.swept) < ledgerSweepEvery {
+		return
+	}
+	m.swept = now
+	for _, r := range m.routes {
+		for name := range r.keys {
+			r.key(name, now)
+		}
+	}
+}
+
+// Reserve implements Ledger.
+func (m *MemoryLedger) Reserve(_ context.Context, res Reservation) (Reserved, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	m.sweep(now)
+	r := m.route(res.Route)
+	k := r.key(res.Key, now)
+	if k == nil {
+		if res.MaxDepth > 0 && len(r.age) >= res.MaxDepth {
+			return Reserved{State: queue.Full}, nil
+		}
+		first := ledgerMs(res.FirstSeen)
+		r.keys[res.Key] = &memLedgerKey{st: ledgerEnqueuing, eid: res.EventID, tok: res.Token, rtok: res.Token,
+			fp: res.Fingerprint, n: 1, first: first, last: first,
+			expires: now.Add(time.Duration(ledgerTTL(res.Lease)) * time.Millisecond)}
+		return Reserved{State: queue.Enqueued, ID: res.EventID, Fingerprint: res.Fingerprint, Copies: 1}, nil
+	}
+	k.n++
+	k.last = ledgerMs(now)
+	switch k.st {
+	case ledgerEnqueuing:
+		return Reserved{State: queue.InFlight, ID: k.eid, Fingerprint: k.fp, Copies: k.n}, nil
+	case ledgerDone:
+		out, err := store.DecodeOutcome(k.rec)
+		if err != nil {
+			return Reserved{}, fmt.Errorf("kafka ledger: memory reserve %q: %w: %v", res.Key, queue.ErrCorrupt, err)
+		}
+		return Reserved{State: queue.Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: k.n}, nil
+	}
+	return Reserved{State: queue.Pending, ID: k.eid, Fingerprint: k.fp, Dead: k.st == ledgerDead, Copies: k.n}, nil
+}
+
+// Confirm implements Ledger.
+func (m *MemoryLedger) Confirm(_ context.Context, route, key, tok string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	k := r.key(key, m.now())
+	if k == nil || k.rtok != tok {
+		return false, nil
+	}
+	if k.st == ledgerEnqueuing {
+		m.adopt(r, k)
+	}
+	return true, nil
+}
+
+// adopt makes an enqueuing key queued: permanent, in the age index.
+func (m *MemoryLedger) adopt(r *memLedgerRoute, k *memLedgerKey) {
+	k.st = ledgerQueued
+	k.expires = time.Time{}
+	r.age[k.eid] = k.first
+}
+
+// Abort implements Ledger.
+func (m *MemoryLedger) Abort(_ context.Context, route, key, tok string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	if k := r.key(key, m.now()); k != nil && k.st == ledgerEnqueuing && k.tok == tok {
+		delete(r.keys, key)
+	}
+	return nil
+}
+
+// Begin implements Ledger.
+func (m *MemoryLedger) Begin(_ context.Context, route, key, eid, tok, pos, owner string) (Begun, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	k := r.key(key, m.now())
+	if k == nil || k.eid != eid || tok == "" {
+		return Begun{}, false, nil
+	}
+	switch {
+	case (k.st == ledgerQueued || k.st == ledgerEnqueuing) && k.tok == tok:
+		if k.pos != "" && k.pos != pos {
+			return Begun{}, false, nil
+		}
+		if k.st == ledgerEnqueuing {
+			m.adopt(r, k)
+		}
+		// The record of the live token won: a retry record still being
+		// settled for it is a leftover.
+		k.ptok = ""
+	case (k.st == ledgerQueued || k.st == ledgerDead) && k.ptok == tok:
+		// A retry or replay record read before its settlement was
+		// recorded: it is the live one now.
+		if k.st == ledgerDead {
+			m.revive(r, k)
+		}
+		k.tok, k.ptok = tok, ""
+	default:
+		return Begun{}, false, nil
+	}
+	k.pos, k.owner = pos, owner
+	k.qa++
+	k.qt++
+	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt}, true, nil
+}
+
+// revive moves a dead-lettered key back to queued for a replay.
+func (m *MemoryLedger) revive(r *memLedgerRoute, k *memLedgerKey) {
+	k.st, k.qa = ledgerQueued, 0
+	k.pos, k.owner = "", ""
+	k.dlq, k.reason, k.status, k.err, k.died = "", "", 0, "", 0
+	k.expires = time.Time{}
+	r.age[k.eid] = k.first
+	delete(r.dead, k.eid)
+}
+
+// Intend implements Ledger.
+func (m *MemoryLedger) Intend(_ context.Context, route, key, eid, tok, owner, next string) (queue.Settled, error) {
+	if next == "" {
+		return 0, errors.New("kafka ledger: intend: no token")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := m.route(route).key(key, m.now())
+	if k == nil || k.st != ledgerQueued || k.eid != eid || k.tok != tok {
+		return queue.Stale, nil
+	}
+	if k.owner != owner {
+		return queue.NotOwner, nil
+	}
+	k.ptok = next
+	return queue.Recorded, nil
+}
+
+// Settle implements Ledger.
+func (m *MemoryLedger) Settle(_ context.Context, route, key, eid, tok, owner string, s Settlement) (queue.Settled, error) {
+	if err := ledgerSettleCheck(s); err != nil {
+		return 0, err
+	}
+	var rec []byte
+	if s.Kind == queue.SettleDelivered {
+		var err error
+		if rec, err = store.EncodeOutcome(s.Outcome); err != nil {
+			return 0, fmt.Errorf("kafka ledger: settle: %w", err)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	r := m.route(route)
+	k := r.key(key, now)
+	if s.Kind == queue.SettleRetry && k != nil && k.st == ledgerQueued && k.eid == eid && k.tok == s.NewToken {
+		// Its retry record was read and adopted first.
+		return queue.Recorded, nil
+	}
+	if k == nil || k.st != ledgerQueued || k.eid != eid || k.tok != tok {
+		return queue.Stale, nil
+	}
+	if k.owner != owner {
+		return queue.NotOwner, nil
+	}
+	k.pos, k.owner = "", ""
+	switch s.Kind {
+	case queue.SettleDelivered:
+		k.st, k.tok, k.ptok, k.rec = ledgerDone, "", "", rec
+		k.expires = now.Add(time.Duration(ledgerTTL(s.Retention)) * time.Millisecond)
+		delete(r.age, eid)
+	case queue.SettleRetry:
+		k.tok, k.ptok = s.NewToken, ""
+	default:
+		k.st, k.tok, k.ptok = ledgerDead, "", ""
+		k.dlq, k.reason, k.status, k.err, k.died = s.DLQPos, s.Reason, s.Status, s.Error, ledgerMs(s.At)
+		delete(r.age, eid)
+		r.dead[eid] = key
+	}
+	return queue.Recorded, nil
+}
+
+// deadKey returns eid's key record while eid is dead-lettered.
+func (m *MemoryLedger) deadKey(r *memLedgerRoute, eid string) (string, *memLedgerKey) {
+	key, ok := r.dead[eid]
+	if !ok {
+		return "", nil
+	}
+	k := r.key(key, m.now())
+	if k == nil || k.st != ledgerDead || k.eid != eid {
+		return "", nil
+	}
+	return key, k
+}
+
+// Dead implements Ledger.
+func (m *MemoryLedger) Dead(_ context.Context, route, eid, next string) (string, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key, k := m.deadKey(m.route(route), eid)
+	if k == nil {
+		return "", "", queue.ErrNotFound
+	}
+	if next != "" {
+		k.ptok = next
+	}
+	return key, k.dlq, nil
+}
+
+// Replay implements Ledger.
+func (m *MemoryLedger) Replay(_ context.Context, route, eid, dlqPos, tok string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	_, k := m.deadKey(r, eid)
+	if k == nil || k.dlq != dlqPos {
+		return queue.ErrNotFound
+	}
+	m.revive(r, k)
+	k.tok, k.ptok = tok, ""
+	return nil
+}
+
+// Purge implements Ledger.
+func (m *MemoryLedger) Purge(_ context.Context, route, eid string, retention time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	key, ok := r.dead[eid]
+	if !ok {
+		return queue.ErrNotFound
+	}
+	delete(r.dead, eid)
+	now := m.now()
+	if k := r.key(key, now); k != nil && k.st == ledgerDead && k.eid == eid {
+		k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
+	}
+	return nil
+}
+
+// ListDead implements Ledger. The whole dead index is one batch (scan
+// cursor 0) listed in event id order: the cursor is "0/LAST-EID".
+func (m *MemoryLedger) ListDead(_ context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
+	limit = max(limit, 1)
+	_, after, err := ledgerParseCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	eids := make([]string, 0, len(r.dead))
+	for eid := range r.dead {
+		if after == "" || eid > after {
+			eids = append(eids, eid)
+		}
+	}
+	sort.Strings(eids)
+	out := make([]queue.DeadEntry, 0, min(limit, len(eids)))
+	next := ""
+	for _, eid := range eids {
+		key, k := m.deadKey(r, eid)
+		if k == nil {
+			continue
+		}
+		if len(out) == limit {
+			next = ledgerCursor("0", out[len(out)-1].ID)
+			break
+		}
+		out = append(out, queue.DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
+			Error: k.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(k.died)})
+	}
+	return out, next, nil
+}
+
+// Get implements Ledger.
+func (m *MemoryLedger) Get(_ context.Context, route, key string) (queue.KeyState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.get(m.route(route), key)
+}
+
+func (m *MemoryLedger) get(r *memLedgerRoute, key string) (queue.KeyState, error) {
+	k := r.key(key, m.now())
+	if k == nil {
+		return queue.KeyState{State: queue.StateAbsent}, nil
+	}
+	ks := queue.KeyState{EventID: k.eid, Copies: k.n, Attempts: k.qt, FirstSeen: ledgerTime(k.first),
+		LastSeen: ledgerTime(k.last), Fingerprint: k.fp}
+	switch k.st {
+	case ledgerEnqueuing, ledgerQueued:
+		ks.State = queue.StateQueued
+	case ledgerDead:
+		ks.State = queue.StateDeadLettered
+	default:
+		ks.State = queue.StateFinished
+		out, err := store.DecodeOutcome(k.rec)
+		if err != nil {
+			return ks, fmt.Errorf("kafka ledger: memory get %q: %w: %v", key, queue.ErrCorrupt, err)
+		}
+		ks.Status = out.Status
+	}
+	return ks, nil
+}
+
+// Delete implements Ledger.
+func (m *MemoryLedger) Delete(_ context.Context, route, key string) (queue.KeyState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	ks, err := m.get(r, key)
+	if k := r.keys[key]; k != nil {
+		delete(r.age, k.eid)
+		if r.dead[k.eid] == key {
+			delete(r.dead, k.eid)
+		}
+		delete(r.keys, key)
+	}
+	return ks, err
+}
+
+// Stats implements Ledger.
+func (m *MemoryLedger) Stats(_ context.Context, route string) (queue.Stats, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	st := queue.Stats{Depth: int64(len(r.age)), DLQ: int64(len(r.dead))}
+	var oldest int64
+	found := false
+	for _, first := range r.age {
+		if !found || first < oldest {
+			oldest, found = first, true
+		}
+	}
+	st.Oldest = ledgerTime(oldest)
+	return st, nil
+}
