@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/clawgate/clawgate/internal/kafkatest"
 	"github.com/clawgate/clawgate/store/redistest"
@@ -60,4 +63,43 @@ func readyGauge(t *testing.T, in *qInstance) float64 {
 	}
 	t.Fatal("no clawgate_ready")
 	return 0
+}
+
+// SASL/SCRAM with the password from the environment: the right password
+// delivers; a wrong one fails closed (not ready, 503, nothing queued).
+func TestQueueKafkaSASL(t *testing.T) {
+	kc := kafkatest.Start(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "clawgate", "s3cret"))
+	sasl := "sasl: { mechanism: scram-sha-512, username: clawgate, password_env: KAFKA_PASSWORD }"
+	t.Run("right password", func(t *testing.T) {
+		up := newQUpstream(t)
+		in := startQueue(t, qConf{redis: redistest.Start(t), kafka: kc.Addrs(), kafkaExtra: sasl, upstream: up.srv.URL},
+			map[string]string{"KAFKA_PASSWORD": "s3cret"})
+		if a := qPost(in.url(), "sasl-1"); a.status != 202 {
+			t.Fatalf("with SASL: %d %q %v", a.status, a.raw, a.err)
+		}
+		up.waitCompleted(t, []string{"sasl-1"}, 20*time.Second)
+		checkOnce(t, up, []string{"sasl-1"})
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		up := newQUpstream(t)
+		in := startQueue(t, qConf{redis: redistest.Start(t), kafka: kc.Addrs(), kafkaExtra: sasl, topicPrefix: "wrong.", upstream: up.srv.URL},
+			map[string]string{"KAFKA_PASSWORD": "not-it"})
+		if a := qPost(in.url(), "sasl-2"); a.status != 503 || a.retry == "" {
+			t.Fatalf("with a wrong SASL password: %d Retry-After %q %q %v, want 503", a.status, a.retry, a.raw, a.err)
+		}
+		if ks := in.keyState("sasl-2"); ks.State != "absent" {
+			t.Fatalf("sasl-2 after the 503: %+v, want absent", ks)
+		}
+		resp, err := http.Get(in.admin() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 {
+			t.Fatalf("readyz with a wrong SASL password: %d, want 503", resp.StatusCode)
+		}
+		if strings.Contains(in.log.String(), "not-it") {
+			t.Fatal("the password is in the gateway's log")
+		}
+	})
 }

@@ -191,12 +191,14 @@ type qConf struct {
 	// state in the store given by redis); topicPrefix its topics' prefix.
 	kafka       []string
 	topicPrefix string
-	upstream    string
-	lockTTL     string
-	timeout     string
-	workers     int
-	retry       string
-	extra       string // more top-level YAML
+	// kafkaExtra is more of the queue.kafka block ("sasl: {...}").
+	kafkaExtra string
+	upstream   string
+	lockTTL    string
+	timeout    string
+	workers    int
+	retry      string
+	extra      string // more top-level YAML
 }
 
 // qBackend is a queue backend shared by instances that the scenarios
@@ -255,8 +257,12 @@ func (c qConf) yaml() string {
 		if prefix == "" {
 			prefix = "clawgate.test."
 		}
-		fmt.Fprintf(&b, "queue: { backend: kafka, kafka: { brokers: [%s], topic_prefix: %q, create_topics: true, partitions: 3, replication_factor: 1 } }\n",
-			strings.Join(brokers, ", "), prefix)
+		extra := ""
+		if c.kafkaExtra != "" {
+			extra = ", " + c.kafkaExtra
+		}
+		fmt.Fprintf(&b, "queue: { backend: kafka, kafka: { brokers: [%s], topic_prefix: %q, create_topics: true, partitions: 3, replication_factor: 1%s } }\n",
+			strings.Join(brokers, ", "), prefix, extra)
 	}
 	fmt.Fprintf(&b, "dedupe: { lock_ttl: %s }\n", c.lockTTL)
 	b.WriteString(c.extra)
