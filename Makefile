@@ -73,7 +73,7 @@ fuzz:
 bench-deps:
 	@scripts/ensure-pkg.sh wrk wrk nginx nginx-light redis-server redis-server
 
-## bench: clawgate next to Nginx on loopback; prints the table, writes docs/benchmarks.md (~11 min).
+## bench: clawgate next to Nginx on loopback (and the queue on Redis and on kfake); prints the table, writes docs/benchmarks.md (~14 min).
 bench: bench-deps
 	bench/run.sh
 

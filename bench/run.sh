@@ -4,13 +4,17 @@
 #
 # Targets: direct to the upstream, Nginx (plain proxy_pass, upstream
 # keep-alive, worker_processes auto), clawgate on the memory store, clawgate
-# on Redis, and clawgate on Redis with `delivery: queue` (answers 202 once the
+# on Redis, clawgate on Redis with `delivery: queue` (answers 202 once the
 # event is stored; workers forward it in the background: its req/s are
 # acknowledgements, and after each run the script waits for the queue to
-# drain before the next). Cases: unique signed deliveries, pure duplicates,
-# an 80/20 mix; then a fixed-rate latency case (with, for the queue, the
-# accepted-to-delivered delay from the gateway's histogram) and the memory
-# store's bytes per key.
+# drain before the next), and the same queue route with `queue.backend:
+# kafka` (the events in Kafka topics, the keys' ledger on the same Redis)
+# against bench/cmd/kfake: franz-go's kfake, an in-process Go fake of Kafka
+# on loopback with no disk and no replication, started afresh for each run,
+# so its figures are not a real cluster's. Cases: unique signed deliveries,
+# pure duplicates, an 80/20 mix; then a fixed-rate latency case (with, for
+# the queues, the accepted-to-delivered delay from the gateway's histogram)
+# and the memory store's bytes per key.
 # Method and results: docs/benchmarks.md.
 #
 # Knobs (environment):
@@ -26,9 +30,10 @@
 #                     dir (as run in production); "null": clawgate to
 #                     /dev/null and Nginx's access_log off
 #   BENCH_CASES="unique dup mix"
-#   BENCH_TARGETS="direct nginx clawgate-memory clawgate-redis clawgate-redis-queue"
-#   QUEUE_DRAIN=60    seconds to wait, after each run against the queue
-#                     target, for every accepted event to be delivered
+#   BENCH_TARGETS="direct nginx clawgate-memory clawgate-redis clawgate-redis-queue clawgate-kafka-queue"
+#   QUEUE_DRAIN=60    seconds to wait, after each run against a queue
+#                     target, for every accepted event to be delivered (and,
+#                     before it, for the pre-flight event)
 #   BENCH_DOC         markdown output (default docs/benchmarks.md; none in
 #                     quick mode); BENCH_RESULTS=FILE keeps the raw lines
 #   BENCH_QUICK=1     smoke run: 1 round of 2 s, 3 s fixed rate, 100k keys
@@ -62,7 +67,7 @@ RATE_ROUNDS=${RATE_ROUNDS:-$ROUNDS}
 MEMKEY_KEYS=${MEMKEY_KEYS:-1000000}
 BENCH_LOGS=${BENCH_LOGS:-file}
 BENCH_CASES=${BENCH_CASES:-unique dup mix}
-BENCH_TARGETS=${BENCH_TARGETS:-direct nginx clawgate-memory clawgate-redis clawgate-redis-queue}
+BENCH_TARGETS=${BENCH_TARGETS:-direct nginx clawgate-memory clawgate-redis clawgate-redis-queue clawgate-kafka-queue}
 QUEUE_DRAIN=${QUEUE_DRAIN:-60}
 BENCH_DOC=${BENCH_DOC-$ROOT/docs/benchmarks.md}
 # Paths given by the caller are relative to where run.sh was started.
@@ -90,7 +95,7 @@ case $BENCH_LOGS in file | null) ;; *) die "BENCH_LOGS=$BENCH_LOGS: file or null
 for c in $BENCH_CASES; do case $c in unique | dup | mix) ;; *) die "unknown case $c in BENCH_CASES" ;; esac; done
 read -r -a TARGETS <<<"$BENCH_TARGETS"
 for t in "${TARGETS[@]}"; do
-	case $t in direct | nginx | clawgate-memory | clawgate-redis | clawgate-redis-queue) ;; *) die "unknown target $t in BENCH_TARGETS" ;; esac
+	case $t in direct | nginx | clawgate-memory | clawgate-redis | clawgate-redis-queue | clawgate-kafka-queue) ;; *) die "unknown target $t in BENCH_TARGETS" ;; esac
 done
 
 if [[ -n ${BENCH_NICE:-} ]]; then
@@ -213,9 +218,9 @@ PREFLIGHT_INDEX=$((BENCH_KEYS - 1)) # never reached by a run that does not wrap
 
 # --- upstream, nginx, redis ------------------------------------------------
 
-mapfile -t ports < <("$BIN/freeport" -n 4)
-((${#ports[@]} == 4)) || die "freeport failed"
-NGINX_PORT=${ports[0]} REDIS_PORT=${ports[1]} CG_PORT=${ports[2]} CG_ADMIN_PORT=${ports[3]}
+mapfile -t ports < <("$BIN/freeport" -n 5)
+((${#ports[@]} == 5)) || die "freeport failed"
+NGINX_PORT=${ports[0]} REDIS_PORT=${ports[1]} CG_PORT=${ports[2]} CG_ADMIN_PORT=${ports[3]} KAFKA_PORT=${ports[4]}
 
 "$BIN/upstream" -listen 127.0.0.1:0 -addr-file "$TMP/upstream.addr" >"$TMP/upstream.log" 2>&1 &
 UP_PID=$!
@@ -249,7 +254,8 @@ if [[ " ${TARGETS[*]} " == *" nginx "* ]]; then
 fi
 
 REDIS_PID=""
-if [[ " ${TARGETS[*]} " == *" clawgate-redis "* || " ${TARGETS[*]} " == *" clawgate-redis-queue "* ]]; then
+if [[ " ${TARGETS[*]} " == *" clawgate-redis "* || " ${TARGETS[*]} " == *" clawgate-redis-queue "* ||
+	" ${TARGETS[*]} " == *" clawgate-kafka-queue "* ]]; then
 	mkdir -p "$TMP/redis"
 	redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
 		--dir "$TMP/redis" --logfile "$TMP/redis/redis.log" --daemonize no &
@@ -266,18 +272,47 @@ redis_flush() {
 	[[ $reply == +OK* ]]
 }
 
+# kfake (bench/cmd/kfake): one in-process fake broker on KAFKA_PORT, started
+# afresh for every run of the Kafka target (empty topics, no consumer
+# groups, no committed offsets: nothing of an earlier run) and stopped
+# before any other target runs, so it takes no CPU or memory from them.
+KAFKA_PID=""
+start_kafka() {
+	rm -f "$TMP/kafka.addr"
+	"$BIN/kfake" -port "$KAFKA_PORT" -addr-file "$TMP/kafka.addr" -log warn >"$TMP/kafka.out" 2>"$TMP/kafka.log" &
+	KAFKA_PID=$!
+	PIDS+=("$KAFKA_PID")
+	for ((i = 0; i < 100; i++)); do [[ -s $TMP/kafka.addr ]] && break; sleep 0.05; done
+	[[ -s $TMP/kafka.addr ]] || die "kfake did not start: $(tail -n 5 "$TMP/kafka.log")"
+	wait_port "$KAFKA_PORT" "$KAFKA_PID" || die "kfake did not start: $(tail -n 5 "$TMP/kafka.log")"
+}
+stop_kafka() {
+	if [[ -n $KAFKA_PID ]]; then
+		stop_pid "$KAFKA_PID"
+		KAFKA_PID=""
+	fi
+}
+
 # --- clawgate --------------------------------------------------------------
 
-write_config() { # memory|redis|redis-queue
+write_config() { # memory|redis|redis-queue|kafka-queue
 	local store="backend: memory" queue="" delivery=""
-	[[ $1 == redis* ]] && store="backend: redis
+	[[ $1 == redis* || $1 == kafka-queue ]] && store="backend: redis
   redis:
     addrs: [\"127.0.0.1:$REDIS_PORT\"]"
 	# The queue: 202 once stored, the default 8 workers forward; max_depth
 	# far above what one run sends, so no run is ever answered 503 for it.
-	[[ $1 == redis-queue ]] && queue="queue:
+	[[ $1 == *-queue ]] && queue="queue:
   max_depth: 10000000" && delivery="
     delivery: queue"
+	# On Kafka: the events in kfake's topics (created at start, 8
+	# partitions), the keys' ledger on the same Redis.
+	[[ $1 == kafka-queue ]] && queue+="
+  backend: kafka
+  kafka:
+    brokers: [\"127.0.0.1:$KAFKA_PORT\"]
+    topic_prefix: \"bench.\"
+    partitions: 8"
 	cat >"$TMP/clawgate-$1.yaml" <<EOF
 # Written by bench/run.sh; everything not shown is at its default.
 listen: "127.0.0.1:$CG_PORT"
@@ -309,11 +344,12 @@ EOF
 write_config memory
 write_config redis
 write_config redis-queue
+write_config kafka-queue
 
 CG_PID=""
 CG_LOG=$TMP/clawgate.log
 [[ $BENCH_LOGS == null ]] && CG_LOG=/dev/null
-start_clawgate() { # memory|redis|redis-queue
+start_clawgate() { # memory|redis|redis-queue|kafka-queue
 	"$TMP/clawgate" serve -config "$TMP/clawgate-$1.yaml" -grace 2s 2>"$CG_LOG" &
 	CG_PID=$!
 	PIDS+=("$CG_PID")
@@ -329,6 +365,7 @@ stop_clawgate() {
 # setup_target TARGET: fresh state for one run; sets URL, PROXY_PIDS, LOGFILE.
 setup_target() {
 	stop_clawgate
+	stop_kafka
 	PROXY_PIDS=()
 	LOGFILE=""
 	case $1 in
@@ -338,8 +375,9 @@ setup_target() {
 		PROXY_PIDS=("${NGINX_PIDS[@]}")
 		[[ $BENCH_LOGS == file ]] && { LOGFILE=$ND/access.log; : >"$LOGFILE"; }
 		;;
-	clawgate-memory | clawgate-redis | clawgate-redis-queue)
-		if [[ $1 == clawgate-redis* ]]; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
+	clawgate-memory | clawgate-redis | clawgate-redis-queue | clawgate-kafka-queue)
+		if [[ $1 != clawgate-memory ]]; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
+		[[ $1 == clawgate-kafka-queue ]] && start_kafka
 		start_clawgate "${1#clawgate-}"
 		URL=http://127.0.0.1:$CG_PORT
 		PROXY_PIDS=("$CG_PID")
@@ -353,9 +391,24 @@ preflight() { # INDEX
 		die "pre-flight request to $TARGET failed ($URL): $(cat "$TMP/preflight.out")"
 }
 
+# queue_ready TARGET: on a queue target, waits (at most QUEUE_DRAIN s) until
+# the pre-flight event is delivered, so the load starts with the workers
+# consuming: on Kafka the consumer group's first join and partition
+# assignment happen after the gateway listens, and without this wait the
+# first events of a run would wait for them (the pre-flight delivery itself
+# is in the run's delay histogram either way).
+queue_ready() {
+	local out
+	[[ $1 == clawgate-*-queue ]] || return 0
+	out=$("$BIN/promq" -url "http://127.0.0.1:$CG_ADMIN_PORT/metrics" -route bench -drain "${QUEUE_DRAIN}s" 2>&1) ||
+		die "promq failed on $1: $out"
+	[[ $out == *" drained=1 "* ]] ||
+		die "the pre-flight event to $1 was not delivered within ${QUEUE_DRAIN}s: $out; gateway log: $(grep -v '"msg":"delivery"' "$CG_LOG" | tail -n 5)"
+}
+
 size_of() { if [[ -n $1 && -f $1 ]]; then stat -c %s "$1"; else echo 0; fi; }
 
-# queue_drain TARGET SINCE: on the queue target, waits (at most QUEUE_DRAIN s
+# queue_drain TARGET SINCE: on a queue target, waits (at most QUEUE_DRAIN s
 # from SINCE, the end of the load run) until every event the gateway accepted
 # is delivered, polling the admin /metrics, so that no background delivery of
 # this run goes on into the next one. Sets QUEUE_FIELDS to what bench/cmd/promq
@@ -365,7 +418,7 @@ size_of() { if [[ -n $1 && -f $1 ]]; then stat -c %s "$1"; else echo 0; fi; }
 queue_drain() {
 	local out
 	QUEUE_FIELDS=""
-	[[ $1 == clawgate-redis-queue ]] || return 0
+	[[ $1 == clawgate-*-queue ]] || return 0
 	out=$("$BIN/promq" -url "http://127.0.0.1:$CG_ADMIN_PORT/metrics" -route bench \
 		-drain "${QUEUE_DRAIN}s" -since "${2/,/.}" 2>&1) || die "promq failed on $1: $out"
 	out=$(grep '^PROMQ ' <<<"$out") || die "promq printed no result on $1"
@@ -386,11 +439,13 @@ run_wrk() { # ROUND CASE TARGET
 	local round=$1 case=$2 TARGET=$3 line
 	setup_target "$TARGET"
 	if [[ $case == dup ]]; then preflight 0; else preflight "$PREFLIGHT_INDEX"; fi
-	local log0 px0 up0 rd0 ch0 m0 px1 up1 rd1 ch1 m1 t0 t1
+	queue_ready "$TARGET"
+	local log0 px0 up0 rd0 kf0 ch0 m0 px1 up1 rd1 kf1 ch1 m1 t0 t1
 	log0=$(size_of "$LOGFILE")
 	px0=$(ticks "${PROXY_PIDS[@]+"${PROXY_PIDS[@]}"}")
 	up0=$(ticks "$UP_PID")
 	rd0=$(ticks $REDIS_PID)
+	kf0=$(ticks $KAFKA_PID)
 	m0=$(machine)
 	child_ticks
 	ch0=$CHILD_TICKS
@@ -404,6 +459,7 @@ run_wrk() { # ROUND CASE TARGET
 	px1=$(ticks "${PROXY_PIDS[@]+"${PROXY_PIDS[@]}"}")
 	up1=$(ticks "$UP_PID")
 	rd1=$(ticks $REDIS_PID)
+	kf1=$(ticks $KAFKA_PID)
 	m1=$(machine)
 	queue_drain "$TARGET" "$t1" # after the CPU readings: the wrk window's accounting is not changed by it
 	line=$(grep '^BENCH ' "$TMP/wrk.out") || die "wrk printed no result for $TARGET: $(cat "$TMP/wrk.out")"
@@ -414,16 +470,17 @@ run_wrk() { # ROUND CASE TARGET
 	log1=$(size_of "$LOGFILE")
 	# CPU in percent of one core over wrk's measured duration; the machine's
 	# busy share over the whole wrk invocation (its file loading included);
-	# "others": the machine's busy cores minus ours, i.e. other tenants.
+	# "others": the machine's busy cores minus ours (kfake's included),
+	# i.e. other tenants.
 	local cpu
 	cpu=$(awk -v hz="$CLK_TCK" -v d="$dur" -v px=$((px1 - px0)) -v up=$((up1 - up0)) -v rd=$((rd1 - rd0)) \
-		-v ch=$((ch1 - ch0)) -v m0="$m0" -v m1="$m1" -v lb=$((log1 - log0)) -v req="$req" \
+		-v kf=$((kf1 - kf0)) -v ch=$((ch1 - ch0)) -v m0="$m0" -v m1="$m1" -v lb=$((log1 - log0)) -v req="$req" \
 		-v ncpu="$(nproc)" -v t0="$t0" -v t1="$t1" 'BEGIN {
 		s = d / 1e6; w = t1 - t0; split(m0, a, " "); split(m1, b, " ")
 		busy = (b[2] > a[2]) ? 100 * (b[1] - a[1]) / (b[2] - a[2]) : 0
-		others = busy * ncpu - 100 * (px + up + rd + ch) / hz / w
-		printf "cpu_proxy=%.0f cpu_upstream=%.0f cpu_redis=%.0f cpu_wrk=%.0f cpu_machine=%.0f cpu_others=%.0f wall_ms=%.0f log_bytes_per_req=%.0f",
-			100*px/hz/s, 100*up/hz/s, 100*rd/hz/s, 100*ch/hz/s, busy, (others > 0 ? others : 0), 1000*w, (req > 0 ? lb/req : 0) }')
+		others = busy * ncpu - 100 * (px + up + rd + kf + ch) / hz / w
+		printf "cpu_proxy=%.0f cpu_upstream=%.0f cpu_redis=%.0f cpu_kafka=%.0f cpu_wrk=%.0f cpu_machine=%.0f cpu_others=%.0f wall_ms=%.0f log_bytes_per_req=%.0f",
+			100*px/hz/s, 100*up/hz/s, 100*rd/hz/s, 100*kf/hz/s, 100*ch/hz/s, busy, (others > 0 ? others : 0), 1000*w, (req > 0 ? lb/req : 0) }')
 	# Which statuses, when some failed: from the access log of the run.
 	local statuses=""
 	if [[ $line != *" status_err=0 "* && -n $LOGFILE && -s $LOGFILE ]]; then
@@ -448,6 +505,7 @@ run_rate() { # ROUND TARGET
 	local round=$1 TARGET=$2 line
 	setup_target "$TARGET"
 	preflight "$PREFLIGHT_INDEX"
+	queue_ready "$TARGET"
 	timeout -k 5 $((RATE_DURATION + 60)) "$BIN/rate" -url "$URL" -requests "$REQ" -rate "$RATE" \
 		-duration "${RATE_DURATION}s" -warmup 1s -conns 64 >"$TMP/rate.out" 2>&1 ||
 		die "rate failed on $TARGET: $(cat "$TMP/rate.out")"
@@ -468,9 +526,9 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 nc=$(wc -w <<<"$BENCH_CASES")
 est=$((ROUNDS * nc * ${#TARGETS[@]} * (DURATION + 2) + RATE_ROUNDS * ${#TARGETS[@]} * (RATE_DURATION + 2)))
 drain_note=""
-[[ " ${TARGETS[*]} " == *" clawgate-redis-queue "* ]] && drain_note=", plus the queue's drain after each of its runs"
+[[ " ${TARGETS[*]} " == *"-queue "* ]] && drain_note=", plus the queue's drain after each of its runs"
 log "running: $ROUNDS round(s) x $nc case(s) x ${#TARGETS[@]} target(s) x ${DURATION}s, then fixed rate $RATE/s; about $((est / 60))m$((est % 60))s$drain_note"
-log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, redis :$REDIS_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
+log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, redis :$REDIS_PORT, kfake :$KAFKA_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
 
 for ((r = 1; r <= ROUNDS; r++)); do
 	for c in $BENCH_CASES; do
@@ -487,6 +545,7 @@ for ((r = 1; r <= RATE_ROUNDS; r++)); do
 	done
 done
 stop_clawgate
+stop_kafka
 
 if ((MEMKEY_KEYS > 0)); then
 	log "memory store: $MEMKEY_KEYS finished keys with 100-byte bodies"
@@ -509,6 +568,8 @@ cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //') ($(dpkg-query -W -f='${binary:Package} ${Version}' nginx-light 2>/dev/null || echo package unknown))"
 	echo "redis: $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /')"
 	echo "wrk: $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
+	[[ " ${TARGETS[*]} " == *" clawgate-kafka-queue "* ]] &&
+		echo "Kafka: kfake (github.com/twmb/franz-go/pkg/kfake $(go list -m -f '{{.Version}}' github.com/twmb/franz-go/pkg/kfake 2>/dev/null || echo '?')): an in-process Go fake of Kafka, 1 broker, memory only, no replication, on loopback"
 	echo "clawgate: $(git describe --always --dirty 2>/dev/null || echo unknown) (go build ./cmd/clawgate)"
 	echo "Rounds: $ROUNDS"
 	echo "Duration: $DURATION s"

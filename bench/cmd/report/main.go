@@ -1,9 +1,9 @@
 // Command report turns the result lines bench/run.sh collected into the
 // comparison tables: medians over rounds, each target's ratio to Nginx from
-// the same round, the delivery queue's acknowledgements against sync
-// forwarding on Redis, the fixed-rate latency added over direct and the
-// queue's accepted-to-delivered delay, CPU use, memory per key, and the
-// issue's targets met or missed. It prints them and writes
+// the same round, the delivery queue's acknowledgements (on Redis, and on
+// Kafka against kfake) against sync forwarding on Redis, the fixed-rate
+// latency added over direct and the queues' accepted-to-delivered delay,
+// CPU use, memory per key, and the issue's targets met or missed. It prints them and writes
 // docs/benchmarks.md (or -doc).
 //
 // Input (-results): one record per line, space-separated key=value pairs:
@@ -12,7 +12,7 @@
 //	kind=rate round=1 target=clawgate-memory p50_us=... p99_us=... non2xx=... errors=...
 //	kind=memkey keys=... heap_beyond_body=... rss_beyond_body=...
 //
-// The queue target's wrk and rate lines also carry what bench/cmd/promq read
+// The queue targets' wrk and rate lines also carry what bench/cmd/promq read
 // from its /metrics after the queue drained: queued=... delivered=...
 // drained=0|1 drain_ms=... delay_p50_us=... delay_p50_lo_us=...
 // delay_p50_hi_us=... delay_p99_us=... (and _lo_us, _hi_us).
@@ -47,7 +47,7 @@ func (r rec) f(k string) float64 {
 
 var (
 	cases   = []string{"unique", "dup", "mix"}
-	targets = []string{"direct", "nginx", "clawgate-memory", "clawgate-redis", queueTarget}
+	targets = []string{"direct", "nginx", "clawgate-memory", "clawgate-redis", queueTarget, kafkaTarget}
 	caseDoc = map[string]string{
 		"unique": "unique (new key each)",
 		"dup":    "duplicates (one key)",
@@ -59,12 +59,29 @@ var (
 		"clawgate-memory": "clawgate (memory)",
 		"clawgate-redis":  "clawgate (redis)",
 		queueTarget:       "clawgate (redis, queue)",
+		kafkaTarget:       "clawgate (kafka, queue)",
 	}
+	// queueTargets are the targets with delivery: queue.
+	queueTargets = []string{queueTarget, kafkaTarget}
 )
 
 // queueTarget is clawgate on Redis with delivery: queue: its req/s are
 // acknowledgements (202 once the event is stored), delivery runs behind.
 const queueTarget = "clawgate-redis-queue"
+
+// kafkaTarget is the same queue route with queue.backend kafka against
+// kfake (bench/cmd/kfake), the keys' ledger on the same Redis. Its ratio to
+// sync forwarding on Redis is shown, with no goal: kfake is an in-process
+// Go fake with no disk and no replication, not a Kafka cluster.
+const kafkaTarget = "clawgate-kafka-queue"
+
+// kfakeNote says what the Kafka target's figures are measured against.
+const kfakeNote = "The Kafka figures are against kfake (franz-go's `pkg/kfake`, run by `bench/cmd/kfake`): an in-process Go fake of Kafka " +
+	"on loopback, one broker, every record in memory, no disk and no replication, which handles every request on one goroutine. " +
+	"They are not a real Kafka cluster's figures: a cluster writes to disk and waits for its replicas (`acks=all`), and runs on other machines, " +
+	"so both its produce latency and its capacity differ; rerun against your own cluster before relying on them"
+
+func isQueue(t string) bool { return slices.Contains(queueTargets, t) }
 
 // queueGoal is the unique case's acks/s of the queue over sync forwarding
 // on Redis (clawgate-redis), from the medians, that is aimed at.
@@ -168,13 +185,14 @@ type row struct {
 	rpsX, p50X, p99X      float64 // median of per-round ratios to nginx
 	cpuProxy, cpuUp       float64 // percent of one core
 	cpuRedis, cpuWrk, cpu float64 // cpu: the whole machine's busy share, percent
+	cpuKafka              float64 // kfake's, on the Kafka target
 	cpuOthers             float64 // other tenants, percent of one core
 	cpuPerReq, cpuPerReqX float64 // proxy CPU microseconds per request; ratio to nginx's
 	logBytes              float64
-	q                     *queueStats // the queue target only
+	q                     *queueStats // the queue targets only
 }
 
-// queueStats are the queue target's medians over rounds of what promq read
+// queueStats are a queue target's medians over rounds of what promq read
 // after the run: events accepted (stored and acknowledged) and delivered,
 // how long after the run the queue took to drain, and the
 // accepted-to-delivered delay's quantiles from the gateway's histogram
@@ -216,7 +234,7 @@ type rateRow struct {
 	n                   int
 	p50, p99, p999, max float64
 	added, vsNginx      float64     // p99 minus direct's; that minus nginx's added
-	q                   *queueStats // the queue target only
+	q                   *queueStats // the queue targets only
 }
 
 type check struct {
@@ -270,7 +288,7 @@ func analyse(recs []rec) *report {
 		rounds := wrk[c]
 		r.rounds = max(r.rounds, len(rounds))
 		for _, t := range targets {
-			var rps, p50, p99, rpsX, p50X, p99X, cp, cu, cr, cw, cm, co, lb, cpr, cprX []float64
+			var rps, p50, p99, rpsX, p50X, p99X, cp, cu, cr, ck, cw, cm, co, lb, cpr, cprX []float64
 			var all []rec
 			for _, byT := range rounds {
 				x, ok := byT[t]
@@ -284,6 +302,7 @@ func analyse(recs []rec) *report {
 				cp = append(cp, x.f("cpu_proxy"))
 				cu = append(cu, x.f("cpu_upstream"))
 				cr = append(cr, x.f("cpu_redis"))
+				ck = append(ck, x.f("cpu_kafka"))
 				cw = append(cw, x.f("cpu_wrk"))
 				cm = append(cm, x.f("cpu_machine"))
 				co = append(co, x.f("cpu_others"))
@@ -305,7 +324,7 @@ func analyse(recs []rec) *report {
 			r.rows[c][t] = &row{
 				n: len(rps), rps: median(rps), p50: median(p50), p99: median(p99),
 				rpsX: median(rpsX), p50X: median(p50X), p99X: median(p99X),
-				cpuProxy: median(cp), cpuUp: median(cu), cpuRedis: median(cr), cpuWrk: median(cw), cpu: median(cm), cpuOthers: median(co),
+				cpuProxy: median(cp), cpuUp: median(cu), cpuRedis: median(cr), cpuKafka: median(ck), cpuWrk: median(cw), cpu: median(cm), cpuOthers: median(co),
 				logBytes: median(lb), cpuPerReq: median(cpr), cpuPerReqX: median(cprX),
 				q: queueOf(all),
 			}
@@ -376,13 +395,13 @@ func (r *report) checkWrk(x rec) {
 	r.checkQueue(where, x)
 }
 
-// checkQueue looks at the delivery queue's record of a run against the
+// checkQueue looks at the delivery queue's record of a run against a
 // queue target. The bench upstream answers every request 200, so an event
 // dead-lettered or rejected means delivery itself failed: an error. A
 // queue that did not drain in time is a result, not a harness failure
 // (acknowledgements outran delivery): a warning, as are retries.
 func (r *report) checkQueue(where string, x rec) {
-	if x["target"] != queueTarget {
+	if !isQueue(x["target"]) {
 		return
 	}
 	if _, ok := x["queued"]; !ok {
@@ -393,7 +412,7 @@ func (r *report) checkQueue(where string, x rec) {
 		r.errors = append(r.errors, fmt.Sprintf("%s: %.0f events dead-lettered (%s exhausted, %s rejected) although the upstream answers 200", where, n, x["dead_lettered"], x["rejected"]))
 	}
 	if x["drained"] != "1" {
-		r.warnings = append(r.warnings, fmt.Sprintf("%s: the queue did not drain within %.0f s after the run: %s of %s accepted events delivered (the rest were dropped by the next run's FLUSHALL); its drain time is left out of the medians", where, x.n("drain_ms")/1000, x["delivered"], x["queued"]))
+		r.warnings = append(r.warnings, fmt.Sprintf("%s: the queue did not drain within %.0f s after the run: %s of %s accepted events delivered (the rest were dropped by the next run's FLUSHALL and fresh kfake); its drain time is left out of the medians", where, x.n("drain_ms")/1000, x["delivered"], x["queued"]))
 	}
 	if x.n("retried") > 0 || x.n("not_owner") > 0 {
 		r.warnings = append(r.warnings, fmt.Sprintf("%s: %s delivery attempts retried, %s taken over (not_owner): the bench upstream should accept every one at the first try", where, x["retried"], x["not_owner"]))
@@ -413,7 +432,7 @@ func (r *report) targetChecks() {
 	ratio("duplicates, clawgate (redis) req/s / nginx", "dup", "clawgate-redis", 1.5)
 	ratio("unique, clawgate (redis) req/s / nginx", "unique", "clawgate-redis", 0.45)
 	ch := check{name: "unique, clawgate (redis, queue) acks/s / clawgate (redis) req/s", want: fmt.Sprintf(">= %.2f", queueGoal)}
-	if v := r.queueRatio("unique"); !math.IsNaN(v) {
+	if v := r.queueRatio("unique", queueTarget); !math.IsNaN(v) {
 		ch.have, ch.ok, ch.got = true, v >= queueGoal, fmt.Sprintf("%.2f", v)
 	}
 	r.checks = append(r.checks, ch)
@@ -432,11 +451,11 @@ func (r *report) targetChecks() {
 	r.checks = append(r.checks, ch)
 }
 
-// queueRatio is case c's median acks/s of the queue target over the median
+// queueRatio is case c's median acks/s of queue target t over the median
 // req/s of clawgate-redis (sync forwarding on the same Redis), from the
 // same run; NaN when either is missing.
-func (r *report) queueRatio(c string) float64 {
-	q, s := r.rows[c][queueTarget], r.rows[c]["clawgate-redis"]
+func (r *report) queueRatio(c, t string) float64 {
+	q, s := r.rows[c][t], r.rows[c]["clawgate-redis"]
 	if q == nil || s == nil || !(s.rps > 0) {
 		return math.NaN()
 	}
@@ -596,28 +615,30 @@ func drain(q *queueStats) string {
 	return s
 }
 
-// queueRows: the queue target's acknowledgements per case against sync
-// forwarding on Redis, and what its background delivery did after them.
+// queueRows: the queue targets' acknowledgements per case against sync
+// forwarding on Redis, and what their background delivery did after them.
 func (r *report) queueRows() [][]string {
 	var rows [][]string
 	for _, c := range cases {
-		row := r.rows[c][queueTarget]
-		if row == nil || row.q == nil {
-			continue
+		for _, t := range queueTargets {
+			row := r.rows[c][t]
+			if row == nil || row.q == nil {
+				continue
+			}
+			q := row.q
+			rows = append(rows, []string{caseDoc[c], targetDoc[t], fmt.Sprintf("%.0f", row.rps), x(r.queueRatio(c, t)), count(q.queued), count(q.delivered), drain(q),
+				delay(q.p50, q.p50Lo, q.p50Hi), delay(q.p99, q.p99Lo, q.p99Hi)})
 		}
-		q := row.q
-		rows = append(rows, []string{caseDoc[c], fmt.Sprintf("%.0f", row.rps), x(r.queueRatio(c)), count(q.queued), count(q.delivered), drain(q),
-			delay(q.p50, q.p50Lo, q.p50Hi), delay(q.p99, q.p99Lo, q.p99Hi)})
 	}
 	return rows
 }
 
-var queueHead = []string{"case", "acks/s", "÷ clawgate (redis) req/s", "accepted", "delivered", "drained after the run in", "accepted to delivered p50", "p99"}
+var queueHead = []string{"case", "target", "acks/s", "÷ clawgate (redis) req/s", "accepted", "delivered", "drained after the run in", "accepted to delivered p50", "p99"}
 
-// queueLine is the unique case's ratio of queue acks/s to sync forwarding
-// on Redis, with the goal.
+// queueLine is the unique case's ratio of queue acks/s on Redis to sync
+// forwarding on Redis, with the goal.
 func (r *report) queueLine() string {
-	v := r.queueRatio("unique")
+	v := r.queueRatio("unique", queueTarget)
 	if math.IsNaN(v) {
 		return "not measured (needs the unique case on clawgate-redis and clawgate-redis-queue)"
 	}
@@ -631,13 +652,43 @@ func (r *report) queueLine() string {
 
 const queueLineName = "Queue acks/s on Redis as a ratio to sync forwarding on Redis (clawgate-redis), unique case, same run"
 
-func (r *report) delayRows() [][]string {
-	rr := r.rate[queueTarget]
-	if rr == nil || rr.q == nil {
-		return nil
+// kafkaLine is the unique case's ratio of queue acks/s on Kafka (kfake) to
+// sync forwarding on Redis: information, no goal.
+func (r *report) kafkaLine() string {
+	v := r.queueRatio("unique", kafkaTarget)
+	if math.IsNaN(v) {
+		return "not measured (needs the unique case on clawgate-redis and clawgate-kafka-queue)"
 	}
-	q := rr.q
-	return [][]string{{targetDoc[queueTarget], count(q.delivered), delay(q.p50, q.p50Lo, q.p50Hi), delay(q.p99, q.p99Lo, q.p99Hi), drain(q)}}
+	return fmt.Sprintf("%.2f (%.0f acks/s ÷ %.0f req/s, medians of this run; information, no goal: against kfake, not a Kafka cluster)",
+		v, r.rows["unique"][kafkaTarget].rps, r.rows["unique"]["clawgate-redis"].rps)
+}
+
+const kafkaLineName = "Kafka queue acks/s ÷ sync on Redis (clawgate-kafka-queue over clawgate-redis), unique case, same run"
+
+// hasKafka tells whether the Kafka target took part in the run.
+func (r *report) hasKafka() bool {
+	if r.rate[kafkaTarget] != nil {
+		return true
+	}
+	for _, c := range cases {
+		if r.rows[c][kafkaTarget] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *report) delayRows() [][]string {
+	var rows [][]string
+	for _, t := range queueTargets {
+		rr := r.rate[t]
+		if rr == nil || rr.q == nil {
+			continue
+		}
+		q := rr.q
+		rows = append(rows, []string{targetDoc[t], count(q.delivered), delay(q.p50, q.p50Lo, q.p50Hi), delay(q.p99, q.p99Lo, q.p99Hi), drain(q)})
+	}
+	return rows
 }
 
 var delayHead = []string{"target", "delivered", "p50 (bucket)", "p99 (bucket)", "drained after the run in"}
@@ -650,24 +701,27 @@ func (r *report) cpuRows() [][]string {
 			if row == nil {
 				continue
 			}
-			proxy, redis := pct(row.cpuProxy), pct(row.cpuRedis)
+			proxy, redis, kafka := pct(row.cpuProxy), pct(row.cpuRedis), pct(row.cpuKafka)
 			if t == "direct" {
 				proxy = "-"
 			}
-			if !strings.HasPrefix(t, "clawgate-redis") {
+			if !strings.HasPrefix(t, "clawgate-redis") && t != kafkaTarget {
 				redis = "-"
+			}
+			if t != kafkaTarget {
+				kafka = "-"
 			}
 			perReq := "-"
 			if !math.IsNaN(row.cpuPerReq) {
 				perReq = fmt.Sprintf("%.0f µs", row.cpuPerReq)
 			}
-			rows = append(rows, []string{caseDoc[c], targetDoc[t], proxy, perReq, x(row.cpuPerReqX), pct(row.cpuUp), redis, pct(row.cpuWrk), pct(row.cpuOthers), pct(row.cpu)})
+			rows = append(rows, []string{caseDoc[c], targetDoc[t], proxy, perReq, x(row.cpuPerReqX), pct(row.cpuUp), redis, kafka, pct(row.cpuWrk), pct(row.cpuOthers), pct(row.cpu)})
 		}
 	}
 	return rows
 }
 
-var cpuHead = []string{"case", "target", "proxy", "proxy CPU per request", "÷ nginx", "upstream", "redis", "wrk", "other tenants", "machine busy"}
+var cpuHead = []string{"case", "target", "proxy", "proxy CPU per request", "÷ nginx", "upstream", "redis", "kafka (kfake)", "wrk", "other tenants", "machine busy"}
 
 func (r *report) checkRows() [][]string {
 	var rows [][]string
@@ -695,11 +749,15 @@ func (r *report) text(w io.Writer) {
 	fmt.Fprintf(w, "\nThroughput: medians of %d round(s); ratios are per round against nginx, then the median\n\n", r.rounds)
 	table(w, false, throughputHead, r.throughputRows())
 	if rows := r.queueRows(); len(rows) > 0 {
-		fmt.Fprintf(w, "\nDelivery queue (clawgate (redis, queue)): acks/s are 202s answered once the event is stored; the queue was\n"+
+		fmt.Fprintf(w, "\nDelivery queue (clawgate (redis, queue), clawgate (kafka, queue)): acks/s are 202s answered once the event is stored; the queue was\n"+
 			"waited for after each run. Delay: accepted to delivered, from the gateway's histogram (approximate within the bucket bounds)\n\n")
 		table(w, false, queueHead, rows)
 	}
 	fmt.Fprintf(w, "\n%s: %s\n", queueLineName, r.queueLine())
+	if r.hasKafka() {
+		fmt.Fprintf(w, "%s: %s\n", kafkaLineName, r.kafkaLine())
+		fmt.Fprintf(w, "NOTE: kafka (kfake) is an in-process Go fake of Kafka on loopback, no disk, no replication: not a real cluster's figures\n")
+	}
 	fmt.Fprintf(w, "\nFixed rate (open loop, latency from the scheduled send time), medians\n\n")
 	table(w, false, rateHead, r.rateRows())
 	if rows := r.delayRows(); len(rows) > 0 {
@@ -743,23 +801,39 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		"cancels out. For req/s higher is better, for latency lower is better. Latency here is wrk's: closed loop, "+
 		"%s connections kept busy, so it is mostly queueing at saturation; see the fixed-rate table for latency "+
 		"at a realistic load.\n\n", r.rounds, get("Connections"))
+	if r.hasKafka() {
+		fmt.Fprintf(w, "The queue targets' req/s are acknowledgements (see the delivery queue below); the Kafka queue's req/s are acknowledgements against kfake, "+
+			"an in-process Go fake of Kafka on loopback with no disk and no replication, not a Kafka cluster.\n\n")
+	}
 	table(w, true, throughputHead, r.throughputRows())
 	fmt.Fprintf(w, "\n## The delivery queue: acknowledgements\n\n")
 	fmt.Fprintf(w, "*clawgate (redis, queue)* is the Redis target's route with `delivery: queue`: it answers 202 as soon as the "+
 		"event and its key's claim are stored in Redis, and 8 workers (the default) forward it to the upstream in the background. "+
 		"Its req/s above are therefore acknowledgements per second, not deliveries. After each of its runs the script waits "+
 		"(at most %s) until every accepted event was delivered, reading the admin listener's /metrics, so background delivery never "+
-		"overlaps the next run. The CPU figures cover the wrk run only, the workers' share during it included, so its \"proxy CPU "+
+		"overlaps the next run; before each run it waits until the pre-flight delivery reached the upstream, so the load starts with the "+
+		"workers consuming (on Kafka, once the consumer group's first join and partition assignment are done). The CPU figures cover the wrk run only, the workers' share during it included, so their \"proxy CPU "+
 		"per request\" leaves out the deliveries still queued when the run ended. \"accepted\" counts events stored and "+
 		"acknowledged (copies of an event still queued are answered 202 too but not counted), \"delivered\" the upstream's 2xx. "+
 		"The delay is `webhook_queue_delivery_delay_seconds`, from acceptance to delivery, for every event of the run; its p50 and p99 are "+
 		"interpolated linearly inside their bucket as Prometheus's `histogram_quantile` does, so they are approximate within the "+
 		"bucket bounds shown. Under saturation it measures the backlog the workers had to catch up on.\n\n", get("Queue drain wait"))
+	if r.hasKafka() {
+		fmt.Fprintf(w, "*clawgate (kafka, queue)* is the same route with `queue.backend: kafka`: the 202 goes out once the broker "+
+			"acknowledged the record (idempotent producer, `acks=all`) and the key was recorded in the same Redis (its ledger), and "+
+			"the workers consume the route's topic (`bench.bench`, 8 partitions, created at start) and forward. The store is flushed "+
+			"and a fresh kfake started before each of its runs, so no run sees another's topics, consumer groups or keys; "+
+			"the same drain wait and histogram apply.\n\n")
+		fmt.Fprintf(w, "> **Note.** %s.\n\n", kfakeNote)
+	}
 	if rows := r.queueRows(); len(rows) > 0 {
 		table(w, true, queueHead, rows)
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "**%s**: %s.\n", queueLineName, r.queueLine())
+	if r.hasKafka() {
+		fmt.Fprintf(w, "\n**%s**: %s.\n", kafkaLineName, r.kafkaLine())
+	}
 	fmt.Fprintf(w, "\n## Fixed rate: latency at %s\n\n", get("Fixed rate"))
 	fmt.Fprintf(w, "`bench/cmd/rate` sends unique signed deliveries open loop at a fixed rate and measures each "+
 		"request from the moment it was *scheduled* to be sent, so a stall is charged to every request it delayed "+
@@ -767,7 +841,7 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		"direct's p99 in the same round, and the last column compares that with Nginx's.\n\n")
 	table(w, true, rateHead, r.rateRows())
 	if rows := r.delayRows(); len(rows) > 0 {
-		fmt.Fprintf(w, "\nFor *clawgate (redis, queue)* the latency above is the time to the 202. Accepted to delivered, from the "+
+		fmt.Fprintf(w, "\nFor the queue targets the latency above is the time to the 202 (on Kafka: to kfake's acknowledgement and the key recorded). Accepted to delivered, from the "+
 			"gateway's histogram: approximate within the bucket bounds (medians of the rounds, every event of the run counted, "+
 			"the warm-up second and the pre-flight delivery included; read after the queue drained):\n\n")
 		table(w, true, delayHead, rows)
@@ -786,7 +860,8 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		fmt.Fprintf(w, "\n**Error**: %s\n", s)
 	}
 	fmt.Fprintf(w, "\n## CPU\n\n")
-	fmt.Fprintf(w, "CPU time of each process over the throughput run (from `/proc/PID/stat`), in percent of one core; "+
+	fmt.Fprintf(w, "CPU time of each process over the throughput run (from `/proc/PID/stat`), in percent of one core "+
+		"(\"kafka (kfake)\": the kfake process of the Kafka target, which a real cluster would run on other machines); "+
 		"\"machine busy\" is the whole machine's share of all its cores (from `/proc/stat`), and \"other tenants\" is what "+
 		"the machine's busy time leaves after the bench's own processes: CPU that other work on the machine took during the run. "+
 		"\"proxy CPU per request\" is the proxy's CPU time divided by the requests it served: unlike req/s it hardly depends "+
@@ -798,8 +873,8 @@ func (r *report) markdown(w io.Writer, meta []string) {
 	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                      # the full run; writes this file\nBENCH_QUICK=1 bench/run.sh      # smoke run: 1 round of 2 s; writes no file unless BENCH_DOC=PATH\nROUNDS=5 DURATION=10 CONNECTIONS=128 bench/run.sh   # knobs\n```\n\n"+
 		"`bench/run.sh` installs what is missing (`wrk`, `nginx-light`, `redis-server`) with `scripts/ensure-pkg.sh`, "+
 		"builds clawgate and the tools in `bench/cmd/` into a temp dir, starts its own upstream, Nginx (its own config, "+
-		"pid file, logs and temp paths; never the system's) and `redis-server` on ephemeral loopback ports, and stops "+
-		"them all when it exits. Every load run has a fixed duration and targets 127.0.0.1 only.\n")
+		"pid file, logs and temp paths; never the system's), `redis-server` and, for the Kafka target, kfake "+
+		"(`bench/cmd/kfake`) on ephemeral loopback ports, and stops them all when it exits. Every load run has a fixed duration and targets 127.0.0.1 only.\n")
 }
 
 const reading = `Everything runs on one machine: wrk, the proxy under test, the upstream and Redis share the same cores, so
@@ -821,14 +896,23 @@ func method(get func(string) string, r *report) string {
 		logNote += fmt.Sprintf(" (%.0f bytes per request: a formatted line and one write(2) each)", lb)
 	}
 	fmt.Fprintf(&b, `- **Upstream**: bench/cmd/upstream, a fasthttp server answering 200 with {"ok":true} and logging nothing, so it is never the bottleneck. Every target reaches this same process.
-- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *clawgate* on the memory store; (d) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run); (e) *clawgate (redis, queue)*: the same route on the same Redis with `+"`delivery: queue`"+` (default 8 workers) and `+"`queue.max_depth: 10000000`"+`, far above what a run sends, so no run meets the 503 of a full queue (FLUSHALL before every run too). clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency.key: [\"header:Idempotency-Key\"]`"+`, every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s; Nginx's access log does the same.
+- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *clawgate* on the memory store; (d) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run); (e) *clawgate (redis, queue)*: the same route on the same Redis with `+"`delivery: queue`"+` (default 8 workers) and `+"`queue.max_depth: 10000000`"+`, far above what a run sends, so no run meets the 503 of a full queue (FLUSHALL before every run too); (f) *clawgate (kafka, queue)*: the queue route of (e) with `+"`queue.backend: kafka`"+` (`+"`brokers`"+` one kfake broker, `+"`topic_prefix: bench.`"+`, `+"`partitions: 8`"+`, every other Kafka setting at its default), the keys' ledger on the same Redis; FLUSHALL and a fresh kfake (%s) before every run. clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency.key: [\"header:Idempotency-Key\"]`"+`, every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s; Nginx's access log does the same.
 - **Deliveries**: bench/cmd/presign signs %s deliveries up front: 1 KiB JSON bodies carrying a distinct 36-byte UUID-shaped key, each with its own X-Signature. The file stores the body template once and one "key signature" line per delivery (%s). bench/wrk/deliveries.lua loads it into each wrk thread and rebuilds each request with `+"`wrk.format`"+`; thread t takes deliveries t, t+T, t+2T… so threads never share a key.
 - **Cases**: *unique*: every request a new key, so clawgate verifies, claims, forwards and stores each one. clawgate is restarted (fresh memory store; Redis flushed) before every run, so a key can only repeat if a run outlasts the file: the Lua script counts that ("wrapped") and the report fails the run for clawgate. *duplicates*: one key, primed with a single delivery before the run, then replayed from the local window by every request. *mix*: every 5th request (20 %%) repeats a key the same wrk thread sent 1,000 to 5,000 requests earlier (finished by then, within the 10 s window); the other 80 %% are new keys. Direct and Nginx get exactly the same requests and simply forward them.
 - **Load**: %s, %s connections over %s threads, %s per run, no warm-up beyond clawgate's start; req/s and p50/p99 come from wrk's own counters via the script's done(). Any answer with status >= 400 or socket error fails the run (401 = signing broken, 409 = a key still in flight, 422 = key reused). Rounds: %s; in each round the cases run in turn and the target order rotates by one per round, so no target is always first after an idle pause.
-- **Fixed rate**: bench/cmd/rate, %s for %s per target (first second not recorded), up to 64 connections, unique keys, %s round(s); clawgate restarted before each. On the queue target the script then waits for the queue to drain and reads the delay histogram from /metrics (bench/cmd/promq).
+- **Fixed rate**: bench/cmd/rate, %s for %s per target (first second not recorded), up to 64 connections, unique keys, %s round(s); clawgate restarted before each. On the queue targets the script then waits for the queue to drain and reads the delay histogram from /metrics (bench/cmd/promq).
+- **Kafka**: kfake is not Kafka. %s.
 - **Noise**: the machine is shared. The load average at the start and end of the run is listed above; the CPU table shows how busy the machine was during each run.
-`, get("nginx"), get("redis"), logNote, get("Deliveries"), get("Request file"), get("wrk"), get("Connections"), get("Threads"), get("Duration"), get("Rounds"), get("Fixed rate"), get("Fixed-rate duration"), get("Fixed-rate rounds"))
+`, get("nginx"), get("redis"), kfakeMethod(get), logNote, get("Deliveries"), get("Request file"), get("wrk"), get("Connections"), get("Threads"), get("Duration"), get("Rounds"), get("Fixed rate"), get("Fixed-rate duration"), get("Fixed-rate rounds"), kfakeNote)
 	return b.String()
+}
+
+// kfakeMethod names the kfake the run used, from the meta line "Kafka".
+func kfakeMethod(get func(string) string) string {
+	if v := get("Kafka"); v != "?" {
+		return "bench/cmd/kfake: " + v
+	}
+	return "bench/cmd/kfake, franz-go's in-process fake of Kafka"
 }
 
 func fatalf(format string, a ...any) {

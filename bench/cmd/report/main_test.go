@@ -107,7 +107,7 @@ kind=wrk round=3 case=unique target=clawgate-redis-queue rps=300 requests=1 ` + 
 kind=rate round=1 target=clawgate-redis-queue p50_us=500 p99_us=900 non2xx=0 errors=0 queued=10 delivered=9 dead_lettered=1 rejected=0 drained=1 drain_ms=5 delay_p50_us=1500 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=4800 delay_p99_lo_us=1000 delay_p99_hi_us=5000
 `))
 	// medians 300 and 200 (per-round ratios would give 5, 0.5, 1: median 1)
-	if v := r.queueRatio("unique"); v != 1.5 {
+	if v := r.queueRatio("unique", queueTarget); v != 1.5 {
 		t.Fatalf("ratio %v", v)
 	}
 	qs := r.rows["unique"][queueTarget].q
@@ -138,5 +138,69 @@ kind=rate round=1 target=clawgate-redis-queue p50_us=500 p99_us=900 non2xx=0 err
 	r = analyse(parse(`kind=wrk round=1 case=dup target=clawgate-redis-queue rps=1 requests=1`))
 	if len(r.errors) != 1 {
 		t.Errorf("errors %q", r.errors)
+	}
+}
+
+// The Kafka target (against kfake) gets the queue's rows, checks and CPU
+// column, and its ratio to sync forwarding on Redis as information, never
+// as a target; the markdown says the figures are kfake's.
+func TestKafkaQueue(t *testing.T) {
+	q := "queued=100 delivered=100 retried=0 dead_lettered=0 rejected=0 not_owner=0 depth=0 drained=1 drain_ms=1500 delay_p50_us=2000 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=9000 delay_p99_lo_us=5000 delay_p99_hi_us=10000"
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=clawgate-redis rps=200 requests=1 cpu_redis=40 cpu_kafka=0
+kind=wrk round=1 case=unique target=clawgate-redis-queue rps=400 requests=1 ` + q + `
+kind=wrk round=1 case=unique target=clawgate-kafka-queue rps=250 requests=1 cpu_proxy=90 cpu_redis=30 cpu_kafka=17 ` + q + `
+kind=wrk round=1 case=dup target=clawgate-kafka-queue rps=900 requests=1 cpu_kafka=1 queued=1 delivered=1 drained=0 drain_ms=60000 dead_lettered=2 rejected=0
+kind=rate round=1 target=clawgate-kafka-queue p50_us=500 p99_us=900 non2xx=0 errors=0 ` + q + `
+`))
+	if v := r.queueRatio("unique", kafkaTarget); v != 1.25 {
+		t.Fatalf("kafka ratio %v", v)
+	}
+	for _, c := range r.checks {
+		if strings.Contains(c.name, "kafka") {
+			t.Errorf("kafka has a target: %+v", c)
+		}
+	}
+	if len(r.errors) != 1 || !strings.Contains(r.errors[0], "dup, clawgate-kafka-queue") || !strings.Contains(r.errors[0], "dead-lettered") {
+		t.Errorf("errors %q", r.errors)
+	}
+	if len(r.warnings) != 1 || !strings.Contains(r.warnings[0], "did not drain") {
+		t.Errorf("warnings %q", r.warnings)
+	}
+	var b strings.Builder
+	r.text(&b)
+	txt := b.String()
+	for _, want := range []string{
+		kafkaLineName + ": 1.25 (250 acks/s ÷ 200 req/s",
+		"unique (new key each)  clawgate (kafka, queue)",
+		"NOTE: kafka (kfake) is an in-process Go fake",
+	} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("text lacks %q:\n%s", want, txt)
+		}
+	}
+	var md strings.Builder
+	r.markdown(&md, []string{"Kafka: kfake (v0), 1 broker"})
+	doc := md.String()
+	for _, want := range []string{
+		"> **Note.** The Kafka figures are against kfake",
+		"no disk and no replication",
+		"**" + kafkaLineName + "**: 1.25",
+		"| clawgate (kafka, queue) | 100 | 2.00 ms (1 ms to 5 ms) | 9.00 ms (5 ms to 10 ms) | 1.5 s |",
+		"| unique (new key each) | clawgate (kafka, queue) | 90% | 3600 µs | - | - | 30% | 17% |",
+		"| unique (new key each) | clawgate (redis) | - | - | - | - | 40% | - |",
+		"Kafka queue's req/s are acknowledgements against kfake",
+		"bench/cmd/kfake: kfake (v0), 1 broker",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, doc)
+		}
+	}
+	// Without the Kafka target, no Kafka line and no note in the queue section.
+	r = analyse(parse(`kind=wrk round=1 case=unique target=clawgate-redis-queue rps=400 requests=1 ` + q))
+	b.Reset()
+	r.text(&b)
+	if strings.Contains(b.String(), kafkaLineName) || strings.Contains(b.String(), "NOTE: kafka") {
+		t.Errorf("kafka line without the kafka target:\n%s", b.String())
 	}
 }
