@@ -170,6 +170,12 @@ func New(o Options) (*Backend, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
 		kgo.ProduceRequestTimeout(o.Lease/2),
+		// A record the gateway gave up on (its produce took too long) is
+		// failed rather than kept buffered while the brokers are away, so
+		// an outage holds no memory beyond the lease. Should it land anyway,
+		// or twice, the ledger's fence drops it when read.
+		kgo.AllowIdempotentProduceCancellation(),
+		kgo.RecordDeliveryTimeout(o.Lease),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: producer: %w", err)

@@ -1,11 +1,16 @@
 package kafka
 
 import (
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/kafkatest"
+	"github.com/clawgate/clawgate/queue"
 )
 
 // The config checks topic names with the suffixes it knows; they must be
@@ -82,4 +87,40 @@ func FuzzParsePos(f *testing.F) {
 			t.Fatalf("round trip of %q: %d/%d -> %d/%d %v", s, p, off, q, o2, ok2)
 		}
 	})
+}
+
+// create_topics: false on a cluster without the route's topics: Prepare
+// fails with an error naming each missing topic, and nothing is created.
+func TestPrepareNamesMissingTopics(t *testing.T) {
+	kc := kafkatest.Start(t)
+	b, err := New(Options{Brokers: kc.Addrs(), TopicPrefix: "strict.", Ledger: NewMemoryLedger(nil), Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	var perr error
+	eventually(t, bound, func() bool {
+		perr = b.Prepare(t.Context(), "orders", 1)
+		return perr != nil && !errors.Is(perr, queue.ErrUnavailable)
+	}, func() string { return fmt.Sprintf("Prepare: %v, want the missing topics", perr) })
+	if !errors.Is(perr, errTopicsMissing) {
+		t.Fatalf("Prepare: %v, want errTopicsMissing", perr)
+	}
+	for _, topic := range b.Topics("orders") {
+		if !strings.Contains(perr.Error(), topic) {
+			t.Errorf("the error does not name %s: %v", topic, perr)
+		}
+	}
+	if !strings.Contains(perr.Error(), "create_topics") {
+		t.Errorf("the error does not say how to fix it: %v", perr)
+	}
+	details, err := kc.Admin(t).ListTopics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range b.Topics("orders") {
+		if details.Has(topic) {
+			t.Errorf("topic %s was created with create_topics: false", topic)
+		}
+	}
 }
