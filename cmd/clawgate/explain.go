@@ -54,6 +54,9 @@ func explainRoute(w io.Writer, cfg *config.Config, r *config.Route) {
 		}
 		if usesMAC(c) {
 			row(2, "algorithm", "%s, %s", def(c.Algorithm, "sha256"), def(c.Encoding, "hex"))
+			if c.AlgorithmHeader != "" {
+				row(2, "algorithm by", "%s (its algorithm= item chooses sha1 or sha256; never weaker than %s)", c.AlgorithmHeader, def(c.Algorithm, "sha256"))
+			}
 		}
 	}
 	if win, field, _ := verify.ReplayWindow(c); win > 0 && field == "tolerance" {

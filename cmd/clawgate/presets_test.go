@@ -160,6 +160,7 @@ func TestCheckExplainsPresets(t *testing.T) {
 		"    first source: signed: the signature covers header Twitch-Eventsub-Message-Id\n",
 		"route discord (provider discord: Discord)\n",
 		"    scheme:       ed25519\n",
+		"    algorithm by: X-Twilio-Webhooks-Signature-Settings (its algorithm= item chooses sha1 or sha256; never weaker than sha1)\n",
 		"note: route \"github\" (provider github): the provider signs no timestamp and no event id, so the key is the body's SHA-256",
 		"config ok: 32 routes\n",
 	} {
