@@ -99,29 +99,42 @@ type templateEd25519 struct {
 	keys []edKey
 }
 
-type edKey struct {
+// pubKey is a configured secret with its public key parsed.
+type pubKey[K any] struct {
 	Secret
-	pub ed25519.PublicKey
+	pub K
 }
 
-func newTemplateEd25519(c Config, env Env) (*templateEd25519, []string, error) {
-	sc, err := compileContent(SchemeEd25519, c, "", false)
+type edKey = pubKey[ed25519.PublicKey]
+
+// compilePublic compiles a public-key scheme's signed content and parses
+// each of its secrets' public keys with parse; errors name the secret.
+func compilePublic[K any](scheme string, c Config, env Env, parse func(string) (K, error)) (*signedContent, []pubKey[K], []string, error) {
+	sc, err := compileContent(scheme, c, "", false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	secrets, warnings, err := resolvePublicKeys(c.Secrets, env)
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	keys := make([]pubKey[K], 0, len(secrets))
+	for i, s := range secrets {
+		pub, err := parse(string(s.Key))
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("verify: %s: secrets[%d] (id %q): %w", scheme, i, s.ID, err)
+		}
+		keys = append(keys, pubKey[K]{Secret: s, pub: pub})
+	}
+	return sc, keys, warnings, nil
+}
+
+func newTemplateEd25519(c Config, env Env) (*templateEd25519, []string, error) {
+	sc, keys, warnings, err := compilePublic(SchemeEd25519, c, env, parseEd25519Public)
+	if err != nil {
 		return nil, nil, err
 	}
-	v := &templateEd25519{sc: sc}
-	for i, s := range secrets {
-		pub, err := parseEd25519Public(string(s.Key))
-		if err != nil {
-			return nil, nil, fmt.Errorf("verify: ed25519: secrets[%d] (id %q): %w", i, s.ID, err)
-		}
-		v.keys = append(v.keys, edKey{Secret: s, pub: pub})
-	}
-	return v, warnings, nil
+	return &templateEd25519{sc: sc, keys: keys}, warnings, nil
 }
 
 func parseEd25519Public(s string) (ed25519.PublicKey, error) {
@@ -242,29 +255,14 @@ type templateECDSA struct {
 	keys []ecKey
 }
 
-type ecKey struct {
-	Secret
-	pub *ecdsa.PublicKey
-}
+type ecKey = pubKey[*ecdsa.PublicKey]
 
 func newTemplateECDSA(c Config, env Env) (*templateECDSA, []string, error) {
-	sc, err := compileContent(SchemeECDSAP256, c, "", false)
+	sc, keys, warnings, err := compilePublic(SchemeECDSAP256, c, env, parseP256Public)
 	if err != nil {
 		return nil, nil, err
 	}
-	secrets, warnings, err := resolvePublicKeys(c.Secrets, env)
-	if err != nil {
-		return nil, nil, err
-	}
-	v := &templateECDSA{sc: sc}
-	for i, s := range secrets {
-		pub, err := parseP256Public(string(s.Key))
-		if err != nil {
-			return nil, nil, fmt.Errorf("verify: ecdsa-p256: secrets[%d] (id %q): %w", i, s.ID, err)
-		}
-		v.keys = append(v.keys, ecKey{Secret: s, pub: pub})
-	}
-	return v, warnings, nil
+	return &templateECDSA{sc: sc, keys: keys}, warnings, nil
 }
 
 func parseP256Public(s string) (*ecdsa.PublicKey, error) {
