@@ -80,6 +80,10 @@ type Options struct {
 	// DrainWait bounds how long a rebalance waits for tries of the
 	// partitions it takes away before committing them. Default 30s.
 	DrainWait time.Duration
+	// SessionTimeout is how long the group waits for an instance that
+	// stopped heartbeating before giving its partitions to the others:
+	// how long a dead instance's events wait. Default 10s.
+	SessionTimeout time.Duration
 	// Lag receives kafka_consumer_lag for each route every LagEvery
 	// (default 5s); may be nil.
 	Lag      func(route string, lag int64)
@@ -156,6 +160,9 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.DrainWait <= 0 {
 		o.DrainWait = 30 * time.Second
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = 10 * time.Second
 	}
 	if o.LagEvery <= 0 {
 		o.LagEvery = 5 * time.Second

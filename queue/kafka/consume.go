@@ -96,6 +96,7 @@ func newConsumer(r *route) (*consumer, error) {
 		kgo.ConsumerGroup(r.b.o.Group+"."+r.name),
 		kgo.ConsumeTopics(c.topic),
 		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(r.b.o.SessionTimeout),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.OnPartitionsRevoked(c.revoked),

@@ -47,6 +47,7 @@ func newPromoter(r *route) (*promoter, error) {
 		kgo.ConsumerGroup(r.b.o.Group+"."+r.name+".retry"),
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(r.b.o.SessionTimeout),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.OnPartitionsRevoked(p.drop),
