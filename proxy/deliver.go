@@ -79,11 +79,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tp = g.startTrace(d, tp)
 	}
 	d.reqID, d.trace = ids(r.Header.Get("X-Request-Id"), tp)
-	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 {
+	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 || r.ProtoMajor == 1 && r.ProtoMinor == 0 {
 		// A chunked request may also have carried a Content-Length, which
 		// net/http drops without a trace: two framings in one request are a
 		// smuggling attempt (RFC 9112 section 6.1), so the connection is
 		// closed after the answer and nothing pipelined behind it is read.
+		// HTTP/1.0 is closed after every answer: net/http frames it by
+		// Content-Length and drops a Transfer-Encoding before the handler
+		// could see it (RFC 9112 asks to close after such a message), and
+		// it honours "Connection: keep-alive, close" as keep-alive.
 		w.Header().Set("Connection", "close")
 	}
 
