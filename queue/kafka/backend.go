@@ -82,7 +82,9 @@ type Options struct {
 	DrainWait time.Duration
 	// SessionTimeout is how long the group waits for an instance that
 	// stopped heartbeating before giving its partitions to the others:
-	// how long a dead instance's events wait. Default 10s.
+	// how long a dead instance's events wait. Default 10s. (An instance
+	// that dies during a rebalance holds them until the rebalance times
+	// out, DrainWait + 5s.)
 	SessionTimeout time.Duration
 	// Lag receives kafka_consumer_lag for each route every LagEvery
 	// (default 5s); may be nil.

@@ -97,6 +97,10 @@ func newConsumer(r *route) (*consumer, error) {
 		kgo.ConsumeTopics(c.topic),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(r.b.o.SessionTimeout),
+		// A rebalance waits this long for members to rejoin: a member that
+		// died mid-rebalance holds its partitions until then. It must leave
+		// room for the revoke callback's DrainWait.
+		kgo.RebalanceTimeout(r.b.o.DrainWait+5*time.Second),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.OnPartitionsRevoked(c.revoked),

@@ -48,6 +48,10 @@ func newPromoter(r *route) (*promoter, error) {
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(r.b.o.SessionTimeout),
+		// A rebalance waits this long for members to rejoin: a member that
+		// died mid-rebalance holds its partitions until then. It must leave
+		// room for the revoke callback's DrainWait.
+		kgo.RebalanceTimeout(r.b.o.DrainWait+5*time.Second),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.OnPartitionsRevoked(p.drop),
