@@ -35,37 +35,7 @@ import (
 // ResolveSecrets, without the warnings meant for secrets (inline, short,
 // readable by others).
 func resolvePublicKeys(cs []SecretConfig, env Env) ([]Secret, []string, error) {
-	if len(cs) == 0 {
-		return nil, nil, fmt.Errorf("verify: secrets: at least one public key is required")
-	}
-	out := make([]Secret, 0, len(cs))
-	seen := map[string]int{}
-	for i, sc := range cs {
-		field := fmt.Sprintf("secrets[%d]", i)
-		id := sc.ID
-		if id == "" {
-			id = fmt.Sprint(i)
-		}
-		if j, dup := seen[id]; dup {
-			return nil, nil, fmt.Errorf("verify: %s: id %q is already used by secrets[%d]", field, id, j)
-		}
-		seen[id] = i
-		v, err := resolveValue(field, sc.Secret, sc.SecretEnv, sc.SecretFile, env)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !sc.NotBefore.IsZero() && !sc.NotAfter.IsZero() && !sc.NotBefore.Before(sc.NotAfter) {
-			return nil, nil, fmt.Errorf("verify: %s: not_before must be earlier than not_after", field)
-		}
-		out = append(out, Secret{ID: id, Key: v.key, NotBefore: sc.NotBefore, NotAfter: sc.NotAfter, from: v.from})
-	}
-	w, err := checkActive("key", len(out), func(i int) (string, time.Time, time.Time) {
-		return out[i].ID, out[i].NotBefore, out[i].NotAfter
-	}, env.now())
-	if err != nil {
-		return nil, nil, err
-	}
-	return out, w, nil
+	return resolveSecrets(cs, env, "key")
 }
 
 // decodeKeyText decodes a key written as hex (when hexLen matches), base64

@@ -57,7 +57,17 @@ func activeAt(notBefore, notAfter, now time.Time) bool {
 // secret already past its not_after while another is active. Errors and
 // warnings name the field and the variable or file, never a secret's value.
 func ResolveSecrets(cs []SecretConfig, env Env) ([]Secret, []string, error) {
+	return resolveSecrets(cs, env, "secret")
+}
+
+// resolveSecrets is ResolveSecrets for what ("secret", or "key" for public
+// keys, which hold nothing secret and so draw none of the warnings meant
+// for secrets: inline, short, readable by others).
+func resolveSecrets(cs []SecretConfig, env Env, what string) ([]Secret, []string, error) {
 	if len(cs) == 0 {
+		if what == "key" {
+			return nil, nil, errors.New("verify: secrets: at least one public key is required")
+		}
 		return nil, nil, errors.New("verify: secrets: at least one secret is required")
 	}
 	var warnings []string
@@ -77,13 +87,15 @@ func ResolveSecrets(cs []SecretConfig, env Env) ([]Secret, []string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		warnings = append(warnings, v.warnings(field, id)...)
+		if what == "secret" {
+			warnings = append(warnings, v.warnings(field, id)...)
+		}
 		if !sc.NotBefore.IsZero() && !sc.NotAfter.IsZero() && !sc.NotBefore.Before(sc.NotAfter) {
 			return nil, nil, fmt.Errorf("verify: %s: not_before must be earlier than not_after", field)
 		}
 		out = append(out, Secret{ID: id, Key: v.key, NotBefore: sc.NotBefore, NotAfter: sc.NotAfter, from: v.from})
 	}
-	w, err := checkActive("secret", len(out), func(i int) (string, time.Time, time.Time) {
+	w, err := checkActive(what, len(out), func(i int) (string, time.Time, time.Time) {
 		return out[i].ID, out[i].NotBefore, out[i].NotAfter
 	}, env.now())
 	if err != nil {
