@@ -97,12 +97,6 @@ type framingProbe struct {
 	// forwarded are the bodies the upstream receives, one request each, in
 	// order; none: nothing reaches the upstream.
 	forwarded []string
-
-	// finding, when set, says that the gateway does NOT answer this probe
-	// safely today: the probe fails until it is fixed. The fields give the
-	// preferred safe answer; until the table is updated to the fix, either
-	// safe answer passes (see safeAnswer).
-	finding string
 }
 
 // path is the probe's request target; requests smuggled behind it use
@@ -167,8 +161,7 @@ func foversizedChunks(extra int) string {
 
 // framingProbes is the table. Each probe's comment says what is probed;
 // the fields say what net/http, the first front door, does, which is the
-// safe answer every front door must give; but for the probes with a
-// finding, where they give the safe answer net/http does not.
+// safe answer every front door must give.
 var framingProbes = []framingProbe{
 	// Controls: well-framed requests go through, once, unchanged.
 	{
@@ -872,15 +865,6 @@ func checkProbe(t *testing.T, p framingProbe, got framingResult, reqs []upstream
 	if len(problems) == 0 {
 		return
 	}
-	if p.finding != "" {
-		// A fix may pick either safe answer.
-		if safeAnswer(p, got, reqs) {
-			t.Logf("answered safely, although not as the table says: update the probe's fields")
-			return
-		}
-		t.Errorf("FINDING, not answered safely: %s:\n\t%s", p.finding, strings.Join(problems, "\n\t"))
-		return
-	}
 	for _, pr := range problems {
 		t.Error(pr)
 	}
@@ -923,24 +907,6 @@ func probeProblems(p framingProbe, got framingResult, reqs []upstreamRequest) []
 		}
 	}
 	return out
-}
-
-// safeAnswer reports whether got is one of the two safe answers to a
-// probe with a finding: rejected (one answer of 400 or more, the
-// connection closed, nothing forwarded), or answered and closed after (one
-// 2xx answer, the connection closed, the probe's own body forwarded once,
-// well framed).
-func safeAnswer(p framingProbe, got framingResult, reqs []upstreamRequest) bool {
-	if len(got.answers) != 1 || !got.closed || got.sentinel {
-		return false
-	}
-	switch s := got.answers[0].status; {
-	case s >= 400:
-		return len(reqs) == 0
-	case s/100 == 2:
-		return len(reqs) == 1 && string(reqs[0].Body) == fid(p.name) && reqs[0].Path == p.path() && reqs[0].wellFramed() == ""
-	}
-	return false
 }
 
 // TestFramingNetHTTP runs the framing probes against the net/http front
@@ -1121,17 +1087,8 @@ func refOne(s []byte) (req refRequest, rest []byte, last, ok bool) {
 		}
 		return false
 	}
-	// "keep-alive" counts as net/http reads it, as a word anywhere in the
-	// field (persistence is not framing: the request's end is the same).
-	keepAlive := false
-	for _, v := range fields["connection"] {
-		for _, w := range strings.FieldsFunc(strings.ToLower(string(v)), func(r rune) bool { return r == ' ' || r == '\t' || r == ',' }) {
-			keepAlive = keepAlive || w == "keep-alive"
-		}
-	}
 	// The gateway closes after every HTTP/1.0 request, keep-alive or not.
 	last = has("close") || http10
-	_ = keepAlive
 	if folded["transfer-encoding"] {
 		// Unfolded, it is a Transfer-Encoding: closed after.
 		last = true
