@@ -355,9 +355,7 @@ func (b *Backend) Prepare(ctx context.Context, name string, _ int) error {
 func (b *Backend) Shards(string) int { return 1 }
 
 func (b *Backend) route(name string) (*route, error) {
-	b.mu.Lock()
-	r := b.routes[name]
-	b.mu.Unlock()
+	r := b.existing(name)
 	if r == nil {
 		return nil, fmt.Errorf("kafka: route %q not prepared", name)
 	}
@@ -370,9 +368,12 @@ var errTopicsMissing = errors.New("kafka: topics missing")
 // ensureTopics checks (and creates) the route's topics until it once
 // succeeded; failures are retried at most every 2 seconds.
 func (r *route) ensureTopics(ctx context.Context) error {
+	if r.topicsOK.Load() {
+		return nil // every call on the hot path, once the topics exist
+	}
 	r.topicsMu.Lock()
 	defer r.topicsMu.Unlock()
-	if r.topicsOK {
+	if r.topicsOK.Load() {
 		return nil
 	}
 	if time.Since(r.topicsTried) < 2*time.Second && r.topicsErr != nil {
@@ -380,7 +381,7 @@ func (r *route) ensureTopics(ctx context.Context) error {
 	}
 	r.topicsTried = time.Now()
 	r.topicsErr = r.b.createTopics(ctx, r.name)
-	r.topicsOK = r.topicsErr == nil
+	r.topicsOK.Store(r.topicsErr == nil)
 	return r.topicsErr
 }
 
@@ -592,6 +593,7 @@ func (b *Backend) HandBack(_ context.Context, _ string, leases []queue.Lease, id
 	return nil
 }
 
+// existing is the prepared route name, or nil.
 func (b *Backend) existing(name string) *route {
 	b.mu.Lock()
 	defer b.mu.Unlock()

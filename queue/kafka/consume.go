@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,8 +23,8 @@ type route struct {
 	main     *consumer
 	promoter *promoter
 
-	topicsMu    sync.Mutex
-	topicsOK    bool
+	topicsOK    atomic.Bool // the topics exist (checked or created)
+	topicsMu    sync.Mutex  // serialises checking them
 	topicsErr   error
 	topicsTried time.Time
 }
