@@ -71,9 +71,9 @@ fuzz:
 	done
 
 bench-deps:
-	@scripts/ensure-pkg.sh wrk wrk nginx nginx-light redis-server redis-server
+	@scripts/ensure-pkg.sh wrk wrk nginx nginx-light haproxy haproxy caddy caddy redis-server redis-server
 
-## bench: clawgate next to Nginx on loopback (and the queue on Redis and on kfake); prints the table, writes docs/benchmarks.md (~14 min).
+## bench: clawgate (net/http and fasthttp front doors) next to Nginx, HAProxy and Caddy on loopback (and the queue on Redis and on kfake); prints the tables, writes docs/benchmarks.md (~20 min on 2 CPUs).
 bench: bench-deps
 	bench/run.sh
 

@@ -1,36 +1,59 @@
 #!/usr/bin/env bash
-# bench/run.sh: clawgate next to Nginx in front of the same upstream, on
-# loopback; prints the tables and writes docs/benchmarks.md. `make bench`.
+# bench/run.sh: clawgate next to Nginx, HAProxy and Caddy in front of the
+# same upstream, on loopback; prints the tables and writes
+# docs/benchmarks.md. `make bench`.
 #
-# Targets: direct to the upstream, Nginx (plain proxy_pass, upstream
-# keep-alive, worker_processes auto), clawgate on the memory store, clawgate
-# on Redis, clawgate on Redis with `delivery: queue` (answers 202 once the
-# event is stored; workers forward it in the background: its req/s are
-# acknowledgements, and after each run the script waits for the queue to
-# drain before the next), and the same queue route with `queue.backend:
-# kafka` (the events in Kafka topics, the keys' ledger on the same Redis)
-# against bench/cmd/kfake: franz-go's kfake, an in-process Go fake of Kafka
-# on loopback with no disk and no replication, started afresh for each run,
-# so its figures are not a real cluster's. Cases: unique signed deliveries,
-# pure duplicates, an 80/20 mix; then a fixed-rate latency case (with, for
-# the queues, the accepted-to-delivered delay from the gateway's histogram)
-# and the memory store's bytes per key.
+# Targets (BENCH_TARGETS), each against the same upstream (bench/cmd/upstream):
+#   direct                    wrk straight to the upstream: the machine's ceiling
+#   nginx                     plain proxy_pass, upstream keep-alive, worker_processes
+#                             auto (bench/nginx.conf.tmpl); the reference of every ratio
+#   haproxy                   plain HTTP reverse proxy, http-reuse always, nbthread =
+#                             nproc, master-worker (bench/haproxy.cfg.tmpl)
+#   caddy                     reverse_proxy, admin off, auto_https off, its own loopback
+#                             port only (bench/Caddyfile.tmpl)
+#   clawgate-memory           clawgate (net/http front door) on the memory store
+#   clawgate-redis            the same on Redis
+#   clawgate-fasthttp-memory  clawgate-memory's config plus `server: fasthttp`
+#   clawgate-fasthttp-redis   clawgate-redis's config plus `server: fasthttp`
+#   clawgate-redis-queue      clawgate on Redis with `delivery: queue` (answers 202
+#                             once the event is stored; workers forward it in the
+#                             background: its req/s are acknowledgements, and after
+#                             each run the script waits for the queue to drain
+#                             before the next)
+#   clawgate-kafka-queue      the same queue route with `queue.backend: kafka` (the
+#                             events in Kafka topics, the keys' ledger on the same
+#                             Redis) against bench/cmd/kfake: franz-go's kfake, an
+#                             in-process Go fake of Kafka on loopback with no disk
+#                             and no replication, started afresh for each run, so
+#                             its figures are not a real cluster's
+# Cases: unique signed deliveries, pure duplicates, an 80/20 mix; then a
+# fixed-rate latency case (with, for the queues, the accepted-to-delivered
+# delay from the gateway's histogram) and the memory store's bytes per key.
+# For every run the report shows req/s and CPU microseconds per request
+# (wrk's load, the upstream, the proxy, Redis and kfake, from /proc), both
+# as ratios to Nginx's in the same round, and what other work on the
+# machine took meanwhile.
 # Method and results: docs/benchmarks.md.
 #
 # Knobs (environment):
 #   ROUNDS=3          rounds of every case x target (medians are reported)
-#   DURATION=7        seconds per wrk run
+#   DURATION=5        seconds per wrk run
 #   CONNECTIONS=64    wrk connections;  THREADS=2  wrk threads
-#   RATE=2000         fixed-rate requests/s; RATE_DURATION=8 s per target
+#   RATE=2000         fixed-rate requests/s; RATE_DURATION=6 s per target
 #   RATE_ROUNDS=$ROUNDS   (0: skip the fixed-rate case)
 #   MEMKEY_KEYS=1000000   finished keys for the memory measurement (0: skip)
 #   BENCH_KEYS        pre-signed deliveries (default 100,000 x DURATION, at
 #                     least 200,000): more than any target sends in one run
-#   BENCH_LOGS=file   clawgate's and Nginx's access logs to files in the temp
-#                     dir (as run in production); "null": clawgate to
-#                     /dev/null and Nginx's access_log off
+#   BENCH_LOGS=file   access logs to files in the temp dir (as run in
+#                     production): clawgate's, Nginx's, HAProxy's (its log
+#                     lines on its stdout, appended to a file) and Caddy's;
+#                     "null": clawgate to /dev/null, Nginx's access_log off,
+#                     no log line in HAProxy's and Caddy's configs
 #   BENCH_CASES="unique dup mix"
-#   BENCH_TARGETS="direct nginx clawgate-memory clawgate-redis clawgate-redis-queue clawgate-kafka-queue"
+#   BENCH_TARGETS="direct nginx haproxy caddy clawgate-memory clawgate-redis
+#                  clawgate-fasthttp-memory clawgate-fasthttp-redis
+#                  clawgate-redis-queue clawgate-kafka-queue"
+#                     (the ratios need nginx in the list)
 #   QUEUE_DRAIN=60    seconds to wait, after each run against a queue
 #                     target, for every accepted event to be delivered (and,
 #                     before it, for the pre-flight event)
@@ -58,16 +81,17 @@ if [[ ${BENCH_QUICK:-0} == 1 ]]; then
 	: "${BENCH_DOC=}"
 fi
 ROUNDS=${ROUNDS:-3}
-DURATION=${DURATION:-7}
+DURATION=${DURATION:-5}
 CONNECTIONS=${CONNECTIONS:-64}
 THREADS=${THREADS:-2}
 RATE=${RATE:-2000}
-RATE_DURATION=${RATE_DURATION:-8}
+RATE_DURATION=${RATE_DURATION:-6}
 RATE_ROUNDS=${RATE_ROUNDS:-$ROUNDS}
 MEMKEY_KEYS=${MEMKEY_KEYS:-1000000}
 BENCH_LOGS=${BENCH_LOGS:-file}
 BENCH_CASES=${BENCH_CASES:-unique dup mix}
-BENCH_TARGETS=${BENCH_TARGETS:-direct nginx clawgate-memory clawgate-redis clawgate-redis-queue clawgate-kafka-queue}
+ALL_TARGETS="direct nginx haproxy caddy clawgate-memory clawgate-redis clawgate-fasthttp-memory clawgate-fasthttp-redis clawgate-redis-queue clawgate-kafka-queue"
+BENCH_TARGETS=${BENCH_TARGETS:-$ALL_TARGETS}
 QUEUE_DRAIN=${QUEUE_DRAIN:-60}
 BENCH_DOC=${BENCH_DOC-$ROOT/docs/benchmarks.md}
 # Paths given by the caller are relative to where run.sh was started.
@@ -94,9 +118,16 @@ BENCH_KEYS=${BENCH_KEYS:-$min_keys}
 case $BENCH_LOGS in file | null) ;; *) die "BENCH_LOGS=$BENCH_LOGS: file or null" ;; esac
 for c in $BENCH_CASES; do case $c in unique | dup | mix) ;; *) die "unknown case $c in BENCH_CASES" ;; esac; done
 read -r -a TARGETS <<<"$BENCH_TARGETS"
+((${#TARGETS[@]} > 0)) || die "BENCH_TARGETS is empty"
 for t in "${TARGETS[@]}"; do
-	case $t in direct | nginx | clawgate-memory | clawgate-redis | clawgate-redis-queue | clawgate-kafka-queue) ;; *) die "unknown target $t in BENCH_TARGETS" ;; esac
+	[[ " $ALL_TARGETS " == *" $t "* ]] || die "unknown target $t in BENCH_TARGETS (known: $ALL_TARGETS)"
 done
+# has TARGET: whether TARGET is one of BENCH_TARGETS.
+has() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
+# uses_redis TARGET: the clawgate targets whose store (or ledger) is the bench Redis.
+uses_redis() { [[ $1 == clawgate-*redis* || $1 == clawgate-kafka-queue ]]; }
+NEED_REDIS=0
+for t in "${TARGETS[@]}"; do uses_redis "$t" && NEED_REDIS=1; done
 
 if [[ -n ${BENCH_NICE:-} ]]; then
 	[[ $BENCH_NICE =~ ^-?[0-9]+$ ]] || die "BENCH_NICE=$BENCH_NICE must be an integer"
@@ -105,7 +136,10 @@ fi
 
 # --- tools -----------------------------------------------------------------
 
-scripts/ensure-pkg.sh wrk wrk nginx nginx-light redis-server redis-server
+pkgs=(wrk wrk nginx nginx-light redis-server redis-server)
+has haproxy && pkgs+=(haproxy haproxy)
+has caddy && pkgs+=(caddy caddy)
+scripts/ensure-pkg.sh "${pkgs[@]}"
 command -v go >/dev/null || die "go is not on PATH"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/clawgate-bench.XXXXXX")
@@ -191,6 +225,21 @@ child_ticks() {
 	read -r -a a <<<"$s"
 	CHILD_TICKS=$((a[13] + a[14]))
 }
+# task_ticks PID TID: sets TASK_TICKS to utime+stime of one thread of PID,
+# in clock ticks, 0 when it is gone. Builtins only, called directly: no
+# child process whose CPU child_ticks would count.
+task_ticks() {
+	local s a
+	TASK_TICKS=0
+	{ read -r s <"/proc/$1/task/$2/stat"; } 2>/dev/null || return 0
+	s=${s##*) }
+	read -r -a a <<<"$s"
+	TASK_TICKS=$((a[11] + a[12]))
+}
+# nap SECONDS: sleep without forking (read times out on a pipe nobody
+# writes), for the polls inside a measured wrk run.
+exec {NAP_FD}<> <(:)
+nap() { read -r -t "$1" -u "$NAP_FD" _ || true; }
 # machine: "busy total" jiffies of all CPUs.
 machine() {
 	local _c u n s idle iow irq sirq steal
@@ -200,7 +249,7 @@ machine() {
 children_of() {
 	local f s a
 	for f in /proc/[0-9]*/stat; do
-		s=$(cat "$f" 2>/dev/null) || continue
+		{ read -r s <"$f"; } 2>/dev/null || continue
 		s=${s##*) }
 		read -r -a a <<<"$s"
 		[[ ${a[1]} == "$1" ]] && { f=${f#/proc/}; echo "${f%/stat}"; }
@@ -216,11 +265,12 @@ log "pre-signing $BENCH_KEYS deliveries (1 KiB bodies)"
 "$BIN/presign" -n "$BENCH_KEYS" -out "$REQ" -secret-env CLAWGATE_BENCH_SECRET
 PREFLIGHT_INDEX=$((BENCH_KEYS - 1)) # never reached by a run that does not wrap
 
-# --- upstream, nginx, redis ------------------------------------------------
+# --- upstream, nginx, haproxy, caddy, redis ----------------------------------
 
-mapfile -t ports < <("$BIN/freeport" -n 5)
-((${#ports[@]} == 5)) || die "freeport failed"
+mapfile -t ports < <("$BIN/freeport" -n 7)
+((${#ports[@]} == 7)) || die "freeport failed"
 NGINX_PORT=${ports[0]} REDIS_PORT=${ports[1]} CG_PORT=${ports[2]} CG_ADMIN_PORT=${ports[3]} KAFKA_PORT=${ports[4]}
+HAPROXY_PORT=${ports[5]} CADDY_PORT=${ports[6]}
 
 "$BIN/upstream" -listen 127.0.0.1:0 -addr-file "$TMP/upstream.addr" >"$TMP/upstream.log" 2>&1 &
 UP_PID=$!
@@ -230,7 +280,7 @@ UP_ADDR=$(<"$TMP/upstream.addr") || die "upstream did not start: $(cat "$TMP/ups
 wait_port "${UP_ADDR##*:}" "$UP_PID" || die "upstream did not start"
 
 NGINX_PIDS=()
-if [[ " ${TARGETS[*]} " == *" nginx "* ]]; then
+if has nginx; then
 	ND=$TMP/nginx
 	mkdir -p "$ND"
 	user_line=""
@@ -253,9 +303,58 @@ if [[ " ${TARGETS[*]} " == *" nginx "* ]]; then
 	NGINX_PIDS=("$NGINX_MASTER" "${workers[@]}")
 fi
 
+# HAProxy in master-worker mode, in the foreground (-W -db, as its official
+# container image runs it); its CPU is the master's and the workers'. It
+# logs only to syslog or to a file descriptor: with BENCH_LOGS=file its
+# access lines go to its stdout, appended (O_APPEND, so the file can be
+# truncated between runs) to HD/access.log.
+HAPROXY_PIDS=()
+if has haproxy; then
+	HD=$TMP/haproxy
+	mkdir -p "$HD"
+	log_line="# no access log (BENCH_LOGS=null)"
+	[[ $BENCH_LOGS == file ]] && log_line="log stdout format raw local0 info"
+	sed -e "s|@NBTHREAD@|$(nproc)|" -e "s|@LOG@|$log_line|" \
+		-e "s|@UPSTREAM@|$UP_ADDR|" -e "s|@LISTEN@|127.0.0.1:$HAPROXY_PORT|" \
+		bench/haproxy.cfg.tmpl >"$HD/haproxy.cfg"
+	haproxy -c -q -f "$HD/haproxy.cfg" >"$HD/check.log" 2>&1 || die "haproxy -c failed: $(cat "$HD/check.log")"
+	: >"$HD/access.log"
+	haproxy -W -db -f "$HD/haproxy.cfg" >>"$HD/access.log" 2>"$HD/error.log" &
+	HAPROXY_MASTER=$!
+	PIDS+=("$HAPROXY_MASTER")
+	wait_port "$HAPROXY_PORT" "$HAPROXY_MASTER" || die "haproxy did not start: $(cat "$HD/error.log")"
+	for ((i = 0; i < 40; i++)); do
+		mapfile -t workers < <(children_of "$HAPROXY_MASTER")
+		((${#workers[@]} >= 1)) && break
+		sleep 0.05
+	done
+	((${#workers[@]} >= 1)) || die "haproxy started no worker: $(cat "$HD/error.log")"
+	HAPROXY_PIDS=("$HAPROXY_MASTER" "${workers[@]}")
+fi
+
+# Caddy: one process; its own XDG dirs in the temp dir, no admin endpoint,
+# no automatic HTTPS, only CADDY_PORT on loopback, so a packaged caddy
+# service running on :80, :443 and admin :2019 is no conflict.
+CADDY_PID=""
+if has caddy; then
+	CD=$TMP/caddy
+	mkdir -p "$CD"
+	log_line="# no access log (BENCH_LOGS=null)"
+	[[ $BENCH_LOGS == file ]] && log_line="log {\n\t\toutput file $CD/access.log {\n\t\t\troll_disabled\n\t\t}\n\t}"
+	sed -e "s|@LOG@|$log_line|" -e "s|@UPSTREAM@|$UP_ADDR|" -e "s|@LISTEN@|127.0.0.1:$CADDY_PORT|" \
+		bench/Caddyfile.tmpl >"$CD/Caddyfile"
+	XDG_DATA_HOME=$CD/data XDG_CONFIG_HOME=$CD/config HOME=$CD \
+		caddy validate --config "$CD/Caddyfile" --adapter caddyfile >"$CD/check.log" 2>&1 ||
+		die "caddy validate failed: $(tail -n 5 "$CD/check.log")"
+	XDG_DATA_HOME=$CD/data XDG_CONFIG_HOME=$CD/config HOME=$CD \
+		caddy run --config "$CD/Caddyfile" --adapter caddyfile >"$CD/stdout.log" 2>"$CD/error.log" &
+	CADDY_PID=$!
+	PIDS+=("$CADDY_PID")
+	wait_port "$CADDY_PORT" "$CADDY_PID" || die "caddy did not start: $(tail -n 5 "$CD/error.log")"
+fi
+
 REDIS_PID=""
-if [[ " ${TARGETS[*]} " == *" clawgate-redis "* || " ${TARGETS[*]} " == *" clawgate-redis-queue "* ||
-	" ${TARGETS[*]} " == *" clawgate-kafka-queue "* ]]; then
+if ((NEED_REDIS)); then
 	mkdir -p "$TMP/redis"
 	redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
 		--dir "$TMP/redis" --logfile "$TMP/redis/redis.log" --daemonize no &
@@ -295,9 +394,15 @@ stop_kafka() {
 
 # --- clawgate --------------------------------------------------------------
 
-write_config() { # memory|redis|redis-queue|kafka-queue
-	local store="backend: memory" queue="" delivery=""
-	[[ $1 == redis* || $1 == kafka-queue ]] && store="backend: redis
+# write_config NAME: clawgate-NAME.yaml for target clawgate-NAME (memory,
+# redis, fasthttp-memory, fasthttp-redis, redis-queue, kafka-queue). The
+# fasthttp- ones are the same config plus `server: fasthttp`, the front
+# door on fasthttp's server instead of net/http's.
+write_config() {
+	local store="backend: memory" queue="" delivery="" server=""
+	[[ $1 == fasthttp-* ]] && server="
+server: fasthttp"
+	[[ $1 == *redis* || $1 == kafka-queue ]] && store="backend: redis
   redis:
     addrs: [\"127.0.0.1:$REDIS_PORT\"]"
 	# The queue: 202 once stored, the default 8 workers forward; max_depth
@@ -315,7 +420,7 @@ write_config() { # memory|redis|redis-queue|kafka-queue
     partitions: 8"
 	cat >"$TMP/clawgate-$1.yaml" <<EOF
 # Written by bench/run.sh; everything not shown is at its default.
-listen: "127.0.0.1:$CG_PORT"
+listen: "127.0.0.1:$CG_PORT"$server
 admin:
   listen: "127.0.0.1:$CG_ADMIN_PORT"
 store:
@@ -341,15 +446,14 @@ EOF
 	"$TMP/clawgate" check -config "$TMP/clawgate-$1.yaml" >"$TMP/check.out" 2>&1 ||
 		die "clawgate check rejected $TMP/clawgate-$1.yaml: $(cat "$TMP/check.out")"
 }
-write_config memory
-write_config redis
-write_config redis-queue
-write_config kafka-queue
+for t in "${TARGETS[@]}"; do
+	[[ $t == clawgate-* ]] && write_config "${t#clawgate-}"
+done
 
 CG_PID=""
 CG_LOG=$TMP/clawgate.log
 [[ $BENCH_LOGS == null ]] && CG_LOG=/dev/null
-start_clawgate() { # memory|redis|redis-queue|kafka-queue
+start_clawgate() { # NAME, as write_config's
 	"$TMP/clawgate" serve -config "$TMP/clawgate-$1.yaml" -grace 2s 2>"$CG_LOG" &
 	CG_PID=$!
 	PIDS+=("$CG_PID")
@@ -375,8 +479,18 @@ setup_target() {
 		PROXY_PIDS=("${NGINX_PIDS[@]}")
 		[[ $BENCH_LOGS == file ]] && { LOGFILE=$ND/access.log; : >"$LOGFILE"; }
 		;;
-	clawgate-memory | clawgate-redis | clawgate-redis-queue | clawgate-kafka-queue)
-		if [[ $1 != clawgate-memory ]]; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
+	haproxy)
+		URL=http://127.0.0.1:$HAPROXY_PORT
+		PROXY_PIDS=("${HAPROXY_PIDS[@]}")
+		[[ $BENCH_LOGS == file ]] && { LOGFILE=$HD/access.log; : >"$LOGFILE"; }
+		;;
+	caddy)
+		URL=http://127.0.0.1:$CADDY_PORT
+		PROXY_PIDS=("$CADDY_PID")
+		[[ $BENCH_LOGS == file ]] && { LOGFILE=$CD/access.log; : >"$LOGFILE"; }
+		;;
+	clawgate-*)
+		if uses_redis "$1"; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
 		[[ $1 == clawgate-kafka-queue ]] && start_kafka
 		start_clawgate "${1#clawgate-}"
 		URL=http://127.0.0.1:$CG_PORT
@@ -451,8 +565,36 @@ run_wrk() { # ROUND CASE TARGET
 	ch0=$CHILD_TICKS
 	t0=$EPOCHREALTIME
 	timeout -k 5 $((DURATION + 120)) wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 5s \
-		-s "$ROOT/bench/wrk/deliveries.lua" "$URL/" -- "$REQ" "$case" "$THREADS" >"$TMP/wrk.out" 2>&1 ||
+		-s "$ROOT/bench/wrk/deliveries.lua" "$URL/" -- "$REQ" "$case" "$THREADS" >"$TMP/wrk.out" 2>&1 &
+	local tpid=$! wpid="" tasks setup=0 i
+	PIDS+=("$tpid")
+	# wrk's main thread loads the request file into each thread's Lua state
+	# in turn, starting each thread once its state is loaded, and then
+	# sleeps through the run: its CPU once all THREADS threads exist is
+	# wrk's setup, which is left out of wrk's share (what remains is the
+	# load it sent). Polled with builtins only (no child process, whose CPU
+	# would land in wrk's figure). Without /proc/PID/task/TID/children
+	# (CONFIG_PROC_CHILDREN) the setup stays in wrk's share.
+	for ((i = 0; i < 6000; i++)); do
+		kill -0 "$tpid" 2>/dev/null || break
+		# (the children file has no newline: read fails but sets wpid)
+		[[ -n $wpid ]] || { read -r wpid _ <"/proc/$tpid/task/$tpid/children"; } 2>/dev/null || true
+		if [[ -n $wpid ]]; then
+			tasks=(/proc/"$wpid"/task/*)
+			((${#tasks[@]} >= THREADS + 1)) && break
+		fi
+		nap 0.02
+	done
+	if [[ -n $wpid ]]; then
+		nap 0.05
+		task_ticks "$wpid" "$wpid"
+		setup=$TASK_TICKS
+	fi
+	if ! wait "$tpid"; then
+		forget_pid "$tpid"
 		die "wrk failed on $TARGET: $(cat "$TMP/wrk.out")"
+	fi
+	forget_pid "$tpid"
 	t1=$EPOCHREALTIME
 	child_ticks
 	ch1=$CHILD_TICKS
@@ -468,24 +610,34 @@ run_wrk() { # ROUND CASE TARGET
 	dur=$(sed -n 's/.*duration_us=\([0-9]*\).*/\1/p' <<<"$line")
 	req=$(sed -n 's/^requests=\([0-9]*\).*/\1/p' <<<"$line")
 	log1=$(size_of "$LOGFILE")
-	# CPU in percent of one core over wrk's measured duration; the machine's
-	# busy share over the whole wrk invocation (its file loading included);
-	# "others": the machine's busy cores minus ours (kfake's included),
+	# CPU in percent of one core over wrk's measured duration (wrk's: its
+	# load only, its setup apart in cpu_wrk_setup_ms); proxy_cpu_us and
+	# total_cpu_us: CPU time over the whole wrk invocation, the proxy's and
+	# everything serving the requests (wrk's load, the upstream, the proxy,
+	# Redis, kfake), which the report divides by the requests completed.
+	# The machine's busy share over the whole wrk invocation; "others": the
+	# machine's busy cores minus ours (wrk's setup and kfake's included),
 	# i.e. other tenants.
 	local cpu
 	cpu=$(awk -v hz="$CLK_TCK" -v d="$dur" -v px=$((px1 - px0)) -v up=$((up1 - up0)) -v rd=$((rd1 - rd0)) \
-		-v kf=$((kf1 - kf0)) -v ch=$((ch1 - ch0)) -v m0="$m0" -v m1="$m1" -v lb=$((log1 - log0)) -v req="$req" \
+		-v kf=$((kf1 - kf0)) -v ch=$((ch1 - ch0)) -v su="$setup" -v m0="$m0" -v m1="$m1" -v lb=$((log1 - log0)) -v req="$req" \
 		-v ncpu="$(nproc)" -v t0="$t0" -v t1="$t1" 'BEGIN {
 		s = d / 1e6; w = t1 - t0; split(m0, a, " "); split(m1, b, " ")
+		if (su > ch) su = ch
 		busy = (b[2] > a[2]) ? 100 * (b[1] - a[1]) / (b[2] - a[2]) : 0
 		others = busy * ncpu - 100 * (px + up + rd + kf + ch) / hz / w
-		printf "cpu_proxy=%.0f cpu_upstream=%.0f cpu_redis=%.0f cpu_kafka=%.0f cpu_wrk=%.0f cpu_machine=%.0f cpu_others=%.0f wall_ms=%.0f log_bytes_per_req=%.0f",
-			100*px/hz/s, 100*up/hz/s, 100*rd/hz/s, 100*kf/hz/s, 100*ch/hz/s, busy, (others > 0 ? others : 0), 1000*w, (req > 0 ? lb/req : 0) }')
-	# Which statuses, when some failed: from the access log of the run.
+		printf "cpu_proxy=%.0f cpu_upstream=%.0f cpu_redis=%.0f cpu_kafka=%.0f cpu_wrk=%.0f cpu_wrk_setup_ms=%.0f cpu_machine=%.0f cpu_others=%.0f proxy_cpu_us=%.0f total_cpu_us=%.0f wall_ms=%.0f log_bytes_per_req=%.0f",
+			100*px/hz/s, 100*up/hz/s, 100*rd/hz/s, 100*kf/hz/s, 100*(ch-su)/hz/s, 1000*su/hz, busy, (others > 0 ? others : 0),
+			1e6*px/hz, 1e6*(px+up+rd+kf+ch-su)/hz, 1000*w, (req > 0 ? lb/req : 0) }')
+	# Which statuses, when some failed: from the access log of the run
+	# (nginx's combined format: field 9; HAProxy's httplog: field 6;
+	# clawgate's and Caddy's JSON lines: "status").
 	local statuses=""
 	if [[ $line != *" status_err=0 "* && -n $LOGFILE && -s $LOGFILE ]]; then
-		if [[ $TARGET == nginx ]]; then
-			statuses=$(tail -c +$((log0 + 1)) "$LOGFILE" | awk '$9 !~ /^2/ { n[$9]++ } END { for (s in n) printf "%s%s:%d", (i++ ? "," : ""), s, n[s] }')
+		if [[ $TARGET == nginx || $TARGET == haproxy ]]; then
+			local f=9
+			[[ $TARGET == haproxy ]] && f=6
+			statuses=$(tail -c +$((log0 + 1)) "$LOGFILE" | awk -v f="$f" '$f !~ /^2/ { n[$f]++ } END { for (s in n) printf "%s%s:%d", (i++ ? "," : ""), s, n[s] }')
 		else
 			statuses=$(tail -c +$((log0 + 1)) "$LOGFILE" | grep -o '"status":[0-9]*' | cut -d: -f2 |
 				awk '$1 !~ /^2/ { n[$1]++ } END { for (s in n) printf "%s%s:%d", (i++ ? "," : ""), s, n[s] }')
@@ -494,8 +646,9 @@ run_wrk() { # ROUND CASE TARGET
 	echo "kind=wrk round=$round case=$case target=$TARGET $line $cpu${statuses:+ statuses=$statuses}${QUEUE_FIELDS:+ $QUEUE_FIELDS}" >>"$RESULTS"
 	awk -v r="$round/$ROUNDS" -v c="$case" -v t="$TARGET" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		printf "[bench] round %s  %-6s  %-20s  %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  >=400: %s  cpu: proxy %s%% others %s%%\n",
-			r, c, t, v["rps"], v["p50_us"]/1000, v["p99_us"]/1000, v["status_err"], v["cpu_proxy"], v["cpu_others"] }' <<<"$line $cpu" >&2
+		n = (v["requests"] > 0) ? v["requests"] : 1
+		printf "[bench] round %s  %-6s  %-24s  %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  >=400: %s  cpu/req: all %5.1f us, proxy %5.1f us  others %s%%\n",
+			r, c, t, v["rps"], v["p50_us"]/1000, v["p99_us"]/1000, v["status_err"], v["total_cpu_us"]/n, v["proxy_cpu_us"]/n, v["cpu_others"] }' <<<"$line $cpu" >&2
 	queue_print
 	[[ -n $LOGFILE && $LOGFILE != "$CG_LOG" ]] && : >"$LOGFILE"
 	return 0
@@ -515,7 +668,7 @@ run_rate() { # ROUND TARGET
 	echo "kind=rate round=$round target=$TARGET $line${QUEUE_FIELDS:+ $QUEUE_FIELDS}" >>"$RESULTS"
 	awk -v r="$round/$RATE_ROUNDS" -v t="$TARGET" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		printf "[bench] fixed rate %s  %-20s  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  non-2xx %s  errors %s\n",
+		printf "[bench] fixed rate %s  %-24s  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  non-2xx %s  errors %s\n",
 			r, t, v["p50_us"]/1000, v["p99_us"]/1000, v["p999_us"]/1000, v["non2xx"], v["errors"] }' <<<"$line" >&2
 	queue_print
 }
@@ -528,7 +681,7 @@ est=$((ROUNDS * nc * ${#TARGETS[@]} * (DURATION + 2) + RATE_ROUNDS * ${#TARGETS[
 drain_note=""
 [[ " ${TARGETS[*]} " == *"-queue "* ]] && drain_note=", plus the queue's drain after each of its runs"
 log "running: $ROUNDS round(s) x $nc case(s) x ${#TARGETS[@]} target(s) x ${DURATION}s, then fixed rate $RATE/s; about $((est / 60))m$((est % 60))s$drain_note"
-log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, redis :$REDIS_PORT, kfake :$KAFKA_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
+log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, haproxy :$HAPROXY_PORT, caddy :$CADDY_PORT, redis :$REDIS_PORT, kfake :$KAFKA_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
 
 for ((r = 1; r <= ROUNDS; r++)); do
 	for c in $BENCH_CASES; do
@@ -566,11 +719,14 @@ cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	echo "Kernel: $(uname -sr)"
 	echo "Go: $(go version | cut -d' ' -f3-)"
 	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //') ($(dpkg-query -W -f='${binary:Package} ${Version}' nginx-light 2>/dev/null || echo package unknown))"
+	has haproxy && echo "haproxy: $(haproxy -v | head -n1 | awk '{print "HAProxy", $3}') ($(dpkg-query -W -f='${binary:Package} ${Version}' haproxy 2>/dev/null || echo package unknown)), nbthread $(nproc), master-worker"
+	has caddy && echo "caddy: $(caddy version | awk '{print "Caddy", $1}') ($(dpkg-query -W -f='${binary:Package} ${Version}' caddy 2>/dev/null || echo package unknown))"
 	echo "redis: $(redis-server --version | awk '{print $3}' | sed 's/v=/redis-server /')"
 	echo "wrk: $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
 	[[ " ${TARGETS[*]} " == *" clawgate-kafka-queue "* ]] &&
 		echo "Kafka: kfake (github.com/twmb/franz-go/pkg/kfake $(go list -m -f '{{.Version}}' github.com/twmb/franz-go/pkg/kfake 2>/dev/null || echo '?')): an in-process Go fake of Kafka, 1 broker, memory only, no replication, on loopback"
 	echo "clawgate: $(git describe --always --dirty 2>/dev/null || echo unknown) (go build ./cmd/clawgate)"
+	echo "Targets: ${TARGETS[*]}"
 	echo "Rounds: $ROUNDS"
 	echo "Duration: $DURATION s"
 	echo "Connections: $CONNECTIONS"

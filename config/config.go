@@ -28,7 +28,15 @@ import (
 type Config struct {
 	// Listen is the delivery listener's address. Default ":8080".
 	Listen string `yaml:"listen"`
-	// TLS serves deliveries over TLS (and HTTP/2) when both files are set.
+	// Server is the delivery listener's HTTP server, its front door:
+	// "net/http" (the default: HTTP/1.1, and HTTP/2 over TLS, on Go's
+	// standard server) or "fasthttp" (HTTP/1.1 only, on fasthttp's server:
+	// the most deliveries per CPU second). Both run the same delivery
+	// steps and give the same answers. The admin listener is always
+	// net/http.
+	Server ServerKind `yaml:"server"`
+	// TLS serves deliveries over TLS (and, with server: net/http, HTTP/2)
+	// when both files are set.
 	TLS TLS `yaml:"tls"`
 	// TrustedProxies lists the proxies in front of the gateway, as bare IP
 	// addresses ("192.0.2.7") or CIDR prefixes ("10.0.0.0/8"). A request
@@ -496,6 +504,15 @@ const (
 	ModeEnforce DedupeMode = "enforce" // duplicates are answered by the gateway
 	ModeShadow  DedupeMode = "shadow"  // counted, and forwarded anyway
 	ModeOff     DedupeMode = "off"     // every copy is forwarded
+)
+
+// ServerKind is the delivery listener's front door (Config.Server).
+type ServerKind string
+
+// The front doors of the delivery listener.
+const (
+	ServerNetHTTP  ServerKind = "net/http" // Go's standard server: HTTP/1.1 and HTTP/2 over TLS
+	ServerFastHTTP ServerKind = "fasthttp" // fasthttp's server: HTTP/1.1 only, fastest
 )
 
 // Delivery is a route's delivery mode.

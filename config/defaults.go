@@ -65,6 +65,7 @@ const (
 func Default() *Config {
 	return &Config{
 		Listen: DefaultListen,
+		Server: ServerNetHTTP,
 		Admin: Admin{
 			Listen:   DefaultAdminListen,
 			TokenEnv: DefaultAdminTokenEnv,

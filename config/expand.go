@@ -46,6 +46,7 @@ func expandList(elem *expandSpec) *expandSpec { return &expandSpec{elem: elem} }
 // expandable lists the fields whose values are expanded.
 var expandable = expandFields(map[string]*expandSpec{
 	"listen":          expandLeaf(":8080"),
+	"server":          expandLeaf("net/http"),
 	"trusted_proxies": expandList(expandLeaf("10.0.0.0/8")),
 	"tls": expandFields(map[string]*expandSpec{
 		"cert_file": expandLeaf("/etc/clawgate/tls/tls.crt"),

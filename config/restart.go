@@ -7,7 +7,7 @@ import (
 
 // RestartFields names the settings, such as "store.redis.addrs", whose
 // value differs between the running config and next and that only a
-// restart applies: listen, tls, admin, store, tracing, dedupe.window,
+// restart applies: listen, server, tls, admin, store, tracing, dedupe.window,
 // dedupe.cache_size, queue.backend, queue.shards and queue.kafka. A value
 // resolved from the environment (the admin token, the Redis and Kafka
 // passwords) is named by the field naming its variable; a value compiled
@@ -20,6 +20,7 @@ func RestartFields(running, next *Config) []string {
 		}
 	}
 	add("listen", running.Listen != next.Listen)
+	add("server", running.Server != next.Server)
 	out = append(out, changedFields("tls", reflect.ValueOf(running.TLS), reflect.ValueOf(next.TLS))...)
 	out = append(out, changedFields("admin", reflect.ValueOf(running.Admin), reflect.ValueOf(next.Admin))...)
 	out = append(out, changedFields("store", reflect.ValueOf(running.Store), reflect.ValueOf(next.Store))...)

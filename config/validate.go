@@ -28,6 +28,7 @@ func (b *builder) build() {
 	b.checkTLS()
 	b.checkTrustedProxies()
 	b.checkAdmin()
+	b.checkServer()
 	b.checkStore()
 	b.checkQueue()
 	b.checkDedupe()
@@ -186,6 +187,14 @@ func (b *builder) checkAdmin() {
 		why = a.TokenEnv + " is unset or empty"
 	}
 	b.ps.add(line, "admin.listen", "%q is not a loopback address and no admin token is set (%s); set the token or listen on 127.0.0.1", a.Listen, why)
+}
+
+func (b *builder) checkServer() {
+	switch b.cfg.Server {
+	case ServerNetHTTP, ServerFastHTTP:
+	default:
+		b.ps.add(b.line("server"), "server", "must be net/http or fasthttp, got %q", clip(string(b.cfg.Server)))
+	}
 }
 
 func (b *builder) checkStore() {

@@ -327,7 +327,7 @@ func arrayIndex(seg string) int {
 // when any of its placeholders is. The first present source decides: when
 // its key is longer than MaxKeyLen bytes or has control characters (below
 // 0x20, or 0x7f), the result is an error wrapping ErrBadKey.
-func (k *KeySpec) Derive(r *http.Request, body []byte) (string, error) {
+func (k *KeySpec) Derive(h http.Header, rawQuery string, body []byte) (string, error) {
 	if k == nil {
 		return "", ErrNoKey
 	}
@@ -335,9 +335,9 @@ func (k *KeySpec) Derive(r *http.Request, body []byte) (string, error) {
 	for i := range k.Sources {
 		s := &k.Sources[i]
 		if s.Kind != KindHeader {
-			return k.deriveFrom(i, r, body)
+			return k.deriveFrom(i, h, rawQuery, body)
 		}
-		key, ok, err := headerValue(r, s.Name)
+		key, ok, err := headerValue(h, s.Name)
 		if err != nil {
 			return "", err
 		}
@@ -352,8 +352,8 @@ func (k *KeySpec) Derive(r *http.Request, body []byte) (string, error) {
 }
 
 // deriveFrom is Derive from the i-th source on.
-func (k *KeySpec) deriveFrom(i int, r *http.Request, body []byte) (string, error) {
-	d := deriver{k: k, r: r, body: body}
+func (k *KeySpec) deriveFrom(i int, h http.Header, rawQuery string, body []byte) (string, error) {
+	d := deriver{k: k, h: h, rawQuery: rawQuery, body: body}
 	for ; i < len(k.Sources); i++ {
 		key, ok, err := d.value(&k.Sources[i])
 		if err != nil {
@@ -412,9 +412,10 @@ func isControl(c byte) bool { return c < 0x20 || c == 0x7f }
 // deriver holds the per-call state of Derive: the body is parsed lazily,
 // at most once per format, and values are assembled in buf.
 type deriver struct {
-	k    *KeySpec
-	r    *http.Request
-	body []byte
+	k        *KeySpec
+	h        http.Header // the request's headers (nil: none)
+	rawQuery string      // the request URI's query, without the "?"
+	body     []byte
 
 	plan     *keyPlan
 	jsonDone bool
@@ -436,7 +437,7 @@ type deriver struct {
 func (d *deriver) value(s *Source) (string, bool, error) {
 	switch s.Kind {
 	case KindHeader:
-		return headerValue(d.r, s.Name)
+		return headerValue(d.h, s.Name)
 	case KindForm:
 		v := d.formValue(s.Name)
 		return v, v != "", nil
@@ -482,7 +483,7 @@ func (d *deriver) template(t *Source, dst []byte) ([]byte, bool, error) {
 			dst = appendCapped(dst, p.Name, limit)
 			continue
 		case KindHeader:
-			v, ok, err := headerValue(d.r, p.Name)
+			v, ok, err := headerValue(d.h, p.Name)
 			if err != nil || !ok {
 				return dst, false, err
 			}
@@ -549,16 +550,13 @@ func (d *deriver) bodyHash(dst []byte) []byte {
 
 // headerValue returns the named header's value: the first line, trimmed
 // of spaces and tabs, with an RFC 8941 string unquoted. Empty is absent.
-func headerValue(r *http.Request, name string) (string, bool, error) {
-	if r == nil {
-		return "", false, nil
-	}
+func headerValue(h http.Header, name string) (string, bool, error) {
 	// ParseKey canonicalised name, so a map lookup usually does; a name
 	// set by hand may need canonicalising.
-	vals, found := r.Header[name]
+	vals, found := h[name]
 	if !found {
 		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
-			vals = r.Header[c]
+			vals = h[c]
 		}
 	}
 	if len(vals) == 0 {
@@ -583,7 +581,7 @@ func headerValue(r *http.Request, name string) (string, bool, error) {
 func (d *deriver) formValue(name string) string {
 	if !d.formDone {
 		d.formDone = true
-		if d.r != nil && isFormContentType(d.r.Header.Get("Content-Type")) {
+		if isFormContentType(d.h.Get("Content-Type")) {
 			// A malformed pair is skipped; the others still count.
 			d.form, _ = url.ParseQuery(string(d.body))
 		}
@@ -602,8 +600,8 @@ func isFormContentType(ct string) bool {
 func (d *deriver) queryValue(name string) string {
 	if !d.queryDone {
 		d.queryDone = true
-		if d.r != nil && d.r.URL != nil && d.r.URL.RawQuery != "" {
-			d.query, _ = url.ParseQuery(d.r.URL.RawQuery)
+		if d.rawQuery != "" {
+			d.query, _ = url.ParseQuery(d.rawQuery)
 		}
 	}
 	return d.query.Get(name)

@@ -320,7 +320,7 @@ func TestDerive(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			k := mustParse(t, tt.sources...)
 			r, body := tt.req.build()
-			got, err := k.Derive(r, body)
+			got, err := deriveReq(k, r, body)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
 					t.Fatalf("Derive = %q, %v; want error %v", got, err, tt.err)
@@ -347,14 +347,14 @@ func TestKeysWithC1OrBidiCharactersAreRejected(t *testing.T) {
 	} {
 		r := httptest.NewRequest("POST", "/", nil)
 		r.Header["K"] = []string{v}
-		if _, err := mustParse(t, "header:K").Derive(r, nil); !errors.Is(err, ErrBadKey) {
+		if _, err := deriveReq(mustParse(t, "header:K"), r, nil); !errors.Is(err, ErrBadKey) {
 			t.Errorf("%+q: got %v, want ErrBadKey", v, err)
 		}
 	}
 	for _, v := range []string{"évt_1", "注文-1001", "evt\ufffd", "a b"} {
 		r := httptest.NewRequest("POST", "/", nil)
 		r.Header["K"] = []string{v}
-		if got, err := mustParse(t, "header:K").Derive(r, nil); err != nil || got != v {
+		if got, err := deriveReq(mustParse(t, "header:K"), r, nil); err != nil || got != v {
 			t.Errorf("%+q: got %q, %v; want it accepted", v, got, err)
 		}
 	}
@@ -371,7 +371,7 @@ func TestDeriveErrorMessages(t *testing.T) {
 	for _, tt := range tests {
 		r := httptest.NewRequest("POST", "/", nil)
 		r.Header.Set("K", tt.header)
-		_, err := mustParse(t, tt.src).Derive(r, nil)
+		_, err := deriveReq(mustParse(t, tt.src), r, nil)
 		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrBadKey) {
 			t.Errorf("%q: got %v, want %q", tt.header, err, tt.want)
 		}
@@ -380,18 +380,18 @@ func TestDeriveErrorMessages(t *testing.T) {
 
 func TestDeriveNilAndHandBuilt(t *testing.T) {
 	var nilSpec *KeySpec
-	if _, err := nilSpec.Derive(nil, nil); !errors.Is(err, ErrNoKey) {
+	if _, err := deriveReq(nilSpec, nil, nil); !errors.Is(err, ErrNoKey) {
 		t.Errorf("nil spec: %v", err)
 	}
 	k := mustParse(t, "header:K", "query:q", "form:f", "json:id")
-	if _, err := k.Derive(nil, []byte("x")); !errors.Is(err, ErrNoKey) {
+	if _, err := deriveReq(k, nil, []byte("x")); !errors.Is(err, ErrNoKey) {
 		t.Errorf("nil request: %v", err)
 	}
-	if got, err := k.Derive(nil, []byte(`{"id":"x"}`)); err != nil || got != "x" {
+	if got, err := deriveReq(k, nil, []byte(`{"id":"x"}`)); err != nil || got != "x" {
 		t.Errorf("nil request with JSON body: %q %v", got, err)
 	}
 	r := &http.Request{Header: http.Header{}}
-	if _, err := k.Derive(r, nil); !errors.Is(err, ErrNoKey) {
+	if _, err := deriveReq(k, r, nil); !errors.Is(err, ErrNoKey) {
 		t.Errorf("request without URL: %v", err)
 	}
 
@@ -402,12 +402,12 @@ func TestDeriveNilAndHandBuilt(t *testing.T) {
 		{Kind: KindTemplate, Parts: []Source{{Kind: "nope"}}},
 		{Kind: KindJSON, Name: "a.b"},
 	}}
-	if got, err := hand.Derive(nil, []byte(`{"a":{"b":"hb"}}`)); err != nil || got != "hb" {
+	if got, err := deriveReq(hand, nil, []byte(`{"a":{"b":"hb"}}`)); err != nil || got != "hb" {
 		t.Errorf("hand-built: %q %v", got, err)
 	}
 	changed := mustParse(t, "json:a")
 	changed.Sources[0].Name = "b"
-	if got, err := changed.Derive(nil, []byte(`{"a":"1","b":"2"}`)); err != nil || got != "2" {
+	if got, err := deriveReq(changed, nil, []byte(`{"a":"1","b":"2"}`)); err != nil || got != "2" {
 		t.Errorf("changed: %q %v", got, err)
 	}
 	// More than 64 json paths in a hand-built spec still resolve.
@@ -415,7 +415,7 @@ func TestDeriveNilAndHandBuilt(t *testing.T) {
 	for i := range 100 {
 		many.Sources = append(many.Sources, Source{Kind: KindJSON, Name: "f" + strconv.Itoa(i)})
 	}
-	if got, err := many.Derive(nil, []byte(`{"f99":"last","f2":null}`)); err != nil || got != "last" {
+	if got, err := deriveReq(&many, nil, []byte(`{"f99":"last","f2":null}`)); err != nil || got != "last" {
 		t.Errorf("many: %q %v", got, err)
 	}
 }
@@ -455,7 +455,7 @@ func TestDeriveConcurrent(t *testing.T) {
 		go func() {
 			var last string
 			for range 200 {
-				last, _ = k.Derive(httptest.NewRequest("POST", "/", nil), body)
+				last, _ = deriveReq(k, httptest.NewRequest("POST", "/", nil), body)
 			}
 			done <- last
 		}()
@@ -607,7 +607,7 @@ func TestDeriveNeverReturnsInvalid(t *testing.T) {
 		r := httptest.NewRequest("POST", "/?q=%"+fmt.Sprintf("%02x", c), nil)
 		r.Header["K"] = []string{string([]byte{'a', byte(c)})}
 		for _, body := range [][]byte{nil, []byte(`{"id":"` + string([]byte{byte(c)}) + `"}`)} {
-			key, err := k.Derive(r, body)
+			key, err := deriveReq(k, r, body)
 			if err == nil {
 				if verr := validateKey(key); verr != nil || key == "" {
 					t.Fatalf("byte %#x: key %q invalid", c, key)
@@ -691,7 +691,7 @@ func FuzzParseKey(f *testing.F) {
 				}
 			}
 		}
-		if _, err := k.Derive(fuzzRequest(k, "x", "a=1", true), []byte(`{"a":1}`)); err != nil && !errors.Is(err, ErrNoKey) && !errors.Is(err, ErrBadKey) {
+		if _, err := deriveReq(k, fuzzRequest(k, "x", "a=1", true), []byte(`{"a":1}`)); err != nil && !errors.Is(err, ErrNoKey) && !errors.Is(err, ErrBadKey) {
 			t.Fatalf("Derive: %v", err)
 		}
 	})
@@ -713,7 +713,7 @@ func FuzzDerive(f *testing.F) {
 			return
 		}
 		r := fuzzRequest(k, hdr, query, form)
-		key, err := k.Derive(r, body)
+		key, err := deriveReq(k, r, body)
 		if err != nil {
 			if !errors.Is(err, ErrNoKey) && !errors.Is(err, ErrBadKey) {
 				t.Fatalf("unexpected error %v", err)
@@ -729,7 +729,7 @@ func FuzzDerive(f *testing.F) {
 				t.Fatalf("derived key %q breaks the key rules", key)
 			}
 		}
-		key2, err2 := k.Derive(r, body)
+		key2, err2 := deriveReq(k, r, body)
 		if key2 != key || (err == nil) != (err2 == nil) {
 			t.Fatalf("not deterministic: %q %v, then %q %v", key, err, key2, err2)
 		}
@@ -776,13 +776,13 @@ func TestBenchBody(t *testing.T) {
 
 func benchDerive(b *testing.B, k *KeySpec, r *http.Request, body []byte, want string) {
 	b.Helper()
-	if got, err := k.Derive(r, body); err != nil || got != want {
+	if got, err := deriveReq(k, r, body); err != nil || got != want {
 		b.Fatalf("Derive = %q, %v; want %q", got, err, want)
 	}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		k.Derive(r, body)
+		deriveReq(k, r, body)
 	}
 }
 
@@ -850,4 +850,16 @@ func BenchmarkBaselineJSONDecoderTokens(b *testing.B) {
 			}
 		}
 	}
+}
+
+// deriveReq derives k's key from r (nil: no request) and body.
+func deriveReq(k *KeySpec, r *http.Request, body []byte) (string, error) {
+	if r == nil {
+		return k.Derive(nil, "", body)
+	}
+	q := ""
+	if r.URL != nil {
+		q = r.URL.RawQuery
+	}
+	return k.Derive(r.Header, q, body)
 }

@@ -17,6 +17,10 @@ var traceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // address) from a provider whose secret was rolled (a signature that does
 // not match, the provider's user agent and address) without the body.
 func TestUnauthorizedLineTellsAScannerFromAProvider(t *testing.T) {
+	forEachDoor(t, testUnauthorizedLineTellsAScannerFromAProvider)
+}
+
+func testUnauthorizedLineTellsAScannerFromAProvider(t *testing.T) {
 	h := newHarness(t, nil, withConfig("trusted_proxies: [127.0.0.0/8]\n"+baseConfig))
 	scanner := h.post(t, "/webhook/order", "", []byte(`{}`), func(r *http.Request) {
 		r.Header.Del("X-Signature")
@@ -64,7 +68,9 @@ func TestUnauthorizedLineTellsAScannerFromAProvider(t *testing.T) {
 // A forwarded delivery's line carries the upstream's status and time, the
 // secret that verified it and both body sizes; a replay has no upstream
 // fields; an unreachable upstream has its time but no status.
-func TestAccessLineUpstreamAndSizes(t *testing.T) {
+func TestAccessLineUpstreamAndSizes(t *testing.T) { forEachDoor(t, testAccessLineUpstreamAndSizes) }
+
+func testAccessLineUpstreamAndSizes(t *testing.T) {
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		w.Write([]byte(`{"queued":true}`))
@@ -110,7 +116,9 @@ func TestAccessLineUpstreamAndSizes(t *testing.T) {
 // the right-most X-Forwarded-For entry that is not itself trusted, so an
 // entry the client wrote itself is not believed. The user agent is cut at
 // 256 bytes.
-func TestAccessLineClient(t *testing.T) {
+func TestAccessLineClient(t *testing.T) { forEachDoor(t, testAccessLineClient) }
+
+func testAccessLineClient(t *testing.T) {
 	longUA := strings.Repeat("a", 250) + strings.Repeat("é", 10) // 270 bytes
 	for _, tc := range []struct {
 		name, yaml, xff, want string
@@ -142,7 +150,9 @@ func TestAccessLineClient(t *testing.T) {
 
 // webhook_in_flight_requests counts the deliveries being handled: one
 // while the upstream holds it, none after.
-func TestInFlightGauge(t *testing.T) {
+func TestInFlightGauge(t *testing.T) { forEachDoor(t, testInFlightGauge) }
+
+func testInFlightGauge(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		close(entered)

@@ -25,17 +25,18 @@ import (
 
 // delivery is one request on its way through the steps.
 type delivery struct {
-	w      http.ResponseWriter
-	r      *http.Request
+	in     *inbound
+	out    reply
 	t      *table
 	rt     *route
 	start  time.Time
 	reqID  string
 	trace  string
-	path   string // r.URL.Path with dot segments resolved: matched, fingerprinted, forwarded
+	path   string // in.path with dot segments resolved: matched, fingerprinted, forwarded
 	body   []byte
-	key    string // derived key, "" when unkeyed
-	scoped string // route:key
+	buf    *bytes.Buffer // holds body; back to bufPool at the delivery's end
+	key    string        // derived key, "" when unkeyed
+	scoped string        // route:key
 	fp     string
 	// attempt is the deliveries of the key counted so far (the store's
 	// count, or this instance's when the store did not answer); 0 when the
@@ -48,6 +49,9 @@ type delivery struct {
 	k, sig  *dedupe.Key
 	status  int
 	outcome string
+	// se is the gateway's own error answer, nil when the delivery was
+	// forwarded, replayed or queued.
+	se *statusError
 
 	// What the access line reports besides the above.
 	bytesIn  int64  // body bytes read
@@ -68,56 +72,64 @@ type delivery struct {
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// ServeHTTP runs a delivery's steps in order: route, body, signature, key,
-// local window, store claim, then forward or answer the duplicate.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serve runs a delivery's steps in order (route, body, signature, key,
+// local window, store claim, then forward or answer the duplicate) and
+// returns it with its answer in d.out, for the front door to write. The
+// front door then calls end.
+func (g *Gateway) serve(in *inbound) *delivery {
 	g.metrics.InFlight.Inc()
-	defer g.metrics.InFlight.Dec()
-	d := &delivery{w: w, r: r, t: g.tbl.Load(), start: time.Now(), gen: g.guard.Gen()}
-	tp := r.Header.Get("Traceparent")
+	d := &delivery{in: in, t: g.tbl.Load(), start: time.Now(), gen: g.guard.Gen()}
+	tp := in.header.Get("Traceparent")
 	if g.tracer != nil {
 		tp = g.startTrace(d, tp)
 	}
-	d.reqID, d.trace = ids(r.Header.Get("X-Request-Id"), tp)
-	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 || r.ProtoMajor == 1 && r.ProtoMinor == 0 {
-		// A chunked request may also have carried a Content-Length, which
-		// net/http drops without a trace: two framings in one request are a
-		// smuggling attempt (RFC 9112 section 6.1), so the connection is
-		// closed after the answer and nothing pipelined behind it is read.
-		// HTTP/1.0 is closed after every answer: net/http frames it by
-		// Content-Length and drops a Transfer-Encoding before the handler
-		// could see it (RFC 9112 asks to close after such a message), and
-		// it honours "Connection: keep-alive, close" as keep-alive.
-		w.Header().Set("Connection", "close")
+	d.reqID, d.trace = ids(in.header.Get("X-Request-Id"), tp)
+	d.buf = bufPool.Get().(*bytes.Buffer)
+	d.buf.Reset()
+	if err := g.deliver(d, d.buf); err != nil {
+		d.se = statusOf(err)
+		d.status, d.outcome = d.se.status, d.se.outcome
+		name := "unmatched"
+		if d.rt != nil {
+			name = d.rt.Name
+		}
+		d.out.status = d.se.status
+		d.out.header, d.out.body = errorAnswer(d.out.header, d.se, name, d.reqID)
 	}
+	d.bytesOut = int64(len(d.out.body))
+	return d
+}
 
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	err := g.deliver(d, buf)
-	if buf.Cap() <= 1<<20 {
-		bufPool.Put(buf)
+// end finishes a delivery once its answer is written (or dropped): it
+// releases what the answer held, counts the delivery and writes its one
+// access line.
+func (g *Gateway) end(d *delivery) {
+	if d.out.up != nil {
+		d.out.up.Release()
 	}
-	g.done(d, err)
-	if d.status == StatusClientClosed {
-		// Nothing was written: end the exchange without an answer, so that
-		// net/http does not send an implicit 200 for a delivery that was
-		// never forwarded.
-		panic(http.ErrAbortHandler)
+	if d.buf.Cap() <= 1<<20 {
+		bufPool.Put(d.buf)
 	}
+	d.buf, d.body = nil, nil
+	g.done(d)
+	g.metrics.InFlight.Dec()
 }
 
 func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
+	if d.in.refused != nil {
+		return d.in.refused
+	}
 	// 1. Route, on the path with its dot segments resolved.
-	path, err := cleanPath(d.r)
+	path, err := cleanPath(d.in.path, d.in.rawPath)
 	if err != nil {
 		return err
 	}
 	d.path = path
-	rt, err := d.t.match(d.r, path)
+	rt, err := d.t.match(d.in, path)
 	d.rt = rt
 	if err != nil {
 		if rt != nil {
-			d.w.Header().Set("Allow", rt.allow)
+			d.out.header = append(d.out.header, "Allow", rt.allow)
 		}
 		return err
 	}
@@ -126,7 +138,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	}
 
 	// 2. Body, up to max_body.
-	err = readBody(d.r, buf, int64(rt.MaxBody))
+	err = readBody(d.in, buf, int64(rt.MaxBody))
 	d.bytesIn = int64(buf.Len())
 	if err != nil {
 		return err
@@ -139,7 +151,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		now = g.now()
 	}
 	_, vsp := g.step(d, d.sctx, spanVerify, trace.SpanKindInternal)
-	secretID, err := rt.Verifier.Verify(d.r.Header, d.body, now)
+	secretID, err := rt.Verifier.Verify(d.in.header, d.body, now)
 	endVerify(vsp, rt.Verify.Scheme, secretID, err)
 	if err != nil {
 		rt.m.SignatureFailed(verify.Reason(err))
@@ -154,7 +166,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	}
 
 	// 4. Key and fingerprint.
-	d.key, err = rt.Key.Derive(d.r, d.body)
+	d.key, err = rt.Key.Derive(d.in.header, d.in.rawQuery, d.body)
 	switch {
 	case errors.Is(err, dedupe.ErrNoKey) && !rt.Idempotency.Required:
 		d.outcome = metrics.OutcomeUnkeyed
@@ -165,7 +177,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "invalid idempotency key", err)
 	}
 	d.scoped = rt.Name + ":" + d.key
-	d.fp = dedupe.Fingerprint(d.r.Method, path, d.body)
+	d.fp = dedupe.Fingerprint(d.in.method, path, d.body)
 	if rt.Queued() {
 		// 5-6 for a queue route: stored and acknowledged (queue.go).
 		return g.queued(d)
@@ -186,7 +198,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	defer k.Done()
 
 	// 6. Claim the key in the store, one atomic step.
-	ctx := d.r.Context()
+	ctx := d.in.context()
 	if rt.digester != nil {
 		// The key comes from something the signature does not cover: the
 		// signed request itself is claimed too, so that it cannot be
@@ -235,8 +247,8 @@ func (g *Gateway) duplicate(d *delivery, adm dedupe.Admission) error {
 // caller hung up meanwhile; else 503 with Retry-After, or, with on_error:
 // forward, forwarded on the local window's protection alone.
 func (g *Gateway) storeDown(d *delivery, adm dedupe.Admission) error {
-	if d.r.Context().Err() != nil {
-		return d.r.Context().Err() // the caller hung up: 499, not a store failure
+	if err := d.in.context().Err(); err != nil {
+		return err // the caller hung up: 499, not a store failure
 	}
 	d.attempt = adm.Attempts
 	if d.t.cfg.Store.OnError == config.OnErrorForward {
@@ -247,20 +259,6 @@ func (g *Gateway) storeDown(d *delivery, adm dedupe.Admission) error {
 	se.retryAfter = 1
 	return se
 }
-
-// armWrite gives the answer about to be written its own deadline, so a
-// caller that stops reading cannot hold the handler (and the memory of the
-// answer) for longer than the write timeout.
-func (g *Gateway) armWrite(d *delivery) {
-	d.k.Done()
-	// net/http's HTTP/1 and HTTP/2 response writers have the method; this
-	// handler is never wrapped, so no http.ResponseController is needed.
-	if w, ok := d.w.(writeDeadliner); ok {
-		_ = w.SetWriteDeadline(time.Now().Add(g.writeTimeout))
-	}
-}
-
-type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // finishedDuplicate answers a delivery whose key layer (cache, store) knows
 // as finished: the stored outcome is replayed (step 8), or 422 when the key
@@ -297,20 +295,21 @@ func (g *Gateway) inFlightDuplicate(d *delivery, layer string, retry time.Durati
 var errKeyReused = fail(http.StatusUnprocessableEntity, metrics.OutcomeConflict,
 	"idempotency key reused with a different payload", nil)
 
-// readBody reads the whole body into buf, refusing more than max bytes.
-func readBody(r *http.Request, buf *bytes.Buffer, max int64) error {
-	if r.ContentLength > max {
+// readBody reads the whole body into buf, refusing more than max bytes:
+// a declared length past max is refused before any of the body is read.
+func readBody(in *inbound, buf *bytes.Buffer, max int64) error {
+	if in.contentLength > max {
 		return errTooLarge
 	}
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	if in.contentLength > 0 {
+		buf.Grow(int(in.contentLength))
 	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
+	n, err := buf.ReadFrom(io.LimitReader(in.body, max+1))
 	if err != nil {
 		// A body that ends early (the caller half-closed, or the read
 		// timeout fired mid-body) is never answered 2xx: it was not
-		// forwarded. net/http cancels the request's context on any read
-		// error, so the context cannot tell a hang-up from a short body.
+		// forwarded. The request's context cannot tell a hang-up from a
+		// short body (net/http cancels it on any read error).
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return fail(http.StatusRequestTimeout, metrics.OutcomeRejected, "request body not received in time", err)
@@ -327,22 +326,15 @@ var errTooLarge = fail(http.StatusRequestEntityTooLarge, metrics.OutcomeRejected
 
 // replay answers with a stored outcome.
 func (g *Gateway) replay(d *delivery, out *store.Outcome) error {
-	g.armWrite(d)
-	h := d.w.Header()
+	h := d.out.header
 	if out.ContentType != "" {
-		h["Content-Type"] = []string{out.ContentType}
+		h = append(h, "Content-Type", out.ContentType)
 	}
-	h["Idempotent-Replayed"] = replayedTrue
-	h["X-Request-Id"] = []string{d.reqID}
-	d.w.WriteHeader(out.Status)
-	n, _ := d.w.Write(out.Body)
-	d.bytesOut = int64(n)
+	d.out.header = append(h, "Idempotent-Replayed", "true", "X-Request-Id", d.reqID)
+	d.out.status, d.out.body = out.Status, out.Body
 	d.status, d.outcome = out.Status, metrics.OutcomeReplayed
 	return nil
 }
-
-// replayedTrue is shared by every replay's header map; net/http only reads it.
-var replayedTrue = []string{"true"}
 
 // checkAttempts raises the retry alert the moment a key passes
 // alerts.max_attempts: once, on the delivery that crosses the line.
@@ -352,7 +344,7 @@ func (g *Gateway) checkAttempts(d *delivery) {
 		return
 	}
 	d.rt.m.AttemptsExceeded()
-	g.log.LogAttrs(d.r.Context(), slog.LevelWarn, "key delivered more often than alerts.max_attempts",
+	g.log.LogAttrs(context.Background(), slog.LevelWarn, "key delivered more often than alerts.max_attempts",
 		slog.String("route", d.rt.Name), slog.String("key", d.key),
 		slog.Int64("attempts", d.attempt), slog.Int("max_attempts", int(max)))
 	if g.alerter != nil {
@@ -360,24 +352,16 @@ func (g *Gateway) checkAttempts(d *delivery) {
 	}
 }
 
-// done is the single exit: it writes the gateway's own error answer if there
-// is one, then counts the delivery and writes its one access line. The
-// private cause of a failure goes to that line, never to the caller.
-func (g *Gateway) done(d *delivery, err error) {
+// done counts a delivery and writes its one access line. The private
+// cause of a failure goes to that line, never to the caller.
+func (g *Gateway) done(d *delivery) {
 	name := "unmatched"
 	if d.rt != nil {
 		name = d.rt.Name
 	}
 	level := slog.LevelInfo
 	var cause slog.Attr
-	var se *statusError
-	if err != nil {
-		se = statusOf(err)
-		if se.status != StatusClientClosed {
-			g.armWrite(d)
-		}
-		d.bytesOut = int64(writeError(d.w, se, name, d.reqID))
-		d.status, d.outcome = se.status, se.outcome
+	if se := d.se; se != nil {
 		switch {
 		case se.status == http.StatusUnauthorized:
 			cause = slog.String("reason", verify.Reason(se.err))
@@ -398,14 +382,15 @@ func (g *Gateway) done(d *delivery, err error) {
 	// The access line goes straight to the handler: slog.Logger would read
 	// the clock and the call stack again for every delivery.
 	h := g.log.Handler()
-	logged := h.Enabled(d.r.Context(), level)
+	ctx := context.Background()
+	logged := h.Enabled(ctx, level)
 	if !logged && d.span == nil {
 		return
 	}
-	client := clientOf(d.t, d.r)
-	ua := clipUserAgent(d.r.UserAgent())
+	client := clientOf(d.t, d.in)
+	ua := clipUserAgent(d.in.header.Get("User-Agent"))
 	if d.span != nil {
-		endTrace(d, name, client, ua, se)
+		endTrace(d, name, client, ua, d.se)
 	}
 	if !logged {
 		return
@@ -429,8 +414,8 @@ func (g *Gateway) done(d *delivery, err error) {
 		slog.Int("status", d.status),
 		slog.Int64("attempt", d.attempt),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-		slog.String("method", d.r.Method),
-		slog.String("path", clipPath(d.r.URL.Path)),
+		slog.String("method", d.in.method),
+		slog.String("path", clipPath(d.in.path)),
 		slog.String("request_id", d.reqID),
 		slog.String("trace_id", traceID(d.trace)),
 		slog.String("client", client),
@@ -441,7 +426,7 @@ func (g *Gateway) done(d *delivery, err error) {
 		upTime,
 		secret,
 		cause)
-	h.Handle(d.r.Context(), r)
+	h.Handle(ctx, r)
 }
 
 // maxLoggedPath bounds the path in an access line: a scanner's 8 KiB path

@@ -42,7 +42,7 @@ func newLimiter(rl config.RateLimit) *rate.Limiter {
 func (g *Gateway) admit(d *delivery) error {
 	rt := d.rt
 	if len(rt.AllowNets) > 0 {
-		client := d.t.clientAddr(d.r)
+		client := d.t.clientAddr(d.in)
 		if !allowed(rt.AllowNets, client) {
 			rt.m.Refused(metrics.RefusedIPNotAllowed)
 			return fail(http.StatusForbidden, metrics.OutcomeRejected, "client address not allowed",
@@ -124,8 +124,8 @@ func allowed(nets []netip.Prefix, addr netip.Addr) bool {
 // host name) ends the walk as the client, and is returned as the invalid
 // Addr, which no allow_ips entry contains. IPv4-mapped IPv6 addresses are
 // returned in their IPv4 form, without zones.
-func (t *table) clientAddr(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+func (t *table) clientAddr(in *inbound) netip.Addr {
+	ap, err := netip.ParseAddrPort(in.remoteAddr)
 	if err != nil {
 		return netip.Addr{}
 	}
@@ -133,7 +133,7 @@ func (t *table) clientAddr(r *http.Request) netip.Addr {
 	if !t.trustedAddr(client) {
 		return client
 	}
-	values := r.Header["X-Forwarded-For"]
+	values := in.header["X-Forwarded-For"]
 	for i := len(values) - 1; i >= 0; i-- {
 		v := values[i]
 		for v != "" {

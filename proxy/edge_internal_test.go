@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
+	"net/url"
 	"testing"
 	"time"
 
@@ -49,11 +50,12 @@ func TestClientAddrWalksForwardedForFromTheRight(t *testing.T) {
 		{"unparsable peer", "@", nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := &http.Request{RemoteAddr: c.remote, Header: http.Header{}}
+			r := &http.Request{RemoteAddr: c.remote, Header: http.Header{}, URL: &url.URL{}}
 			for _, v := range c.xff {
 				r.Header.Add("X-Forwarded-For", v)
 			}
-			got := tbl.clientAddr(r)
+			in := httpInbound(r)
+			got := tbl.clientAddr(&in)
 			if c.want == "" {
 				if got.IsValid() {
 					t.Fatalf("got %v, want the invalid address", got)
@@ -106,10 +108,11 @@ func TestAdmitAllocatesNothingForAnAdmittedDelivery(t *testing.T) {
 		Route:   &config.Route{AllowNets: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
 		limiter: rate.NewLimiter(1e9, 1e9),
 	}
-	r := &http.Request{RemoteAddr: "127.0.0.1:5000", Header: http.Header{}}
+	r := &http.Request{RemoteAddr: "127.0.0.1:5000", Header: http.Header{}, URL: &url.URL{}}
 	r.Header.Set("X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.0.0.1")
 	tbl := &table{trustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8")}}
-	d := &delivery{r: r, t: tbl, rt: rt, start: time.Unix(1_700_000_000, 0)}
+	in := httpInbound(r)
+	d := &delivery{in: &in, t: tbl, rt: rt, start: time.Unix(1_700_000_000, 0)}
 	g := &Gateway{}
 	if n := testing.AllocsPerRun(100, func() {
 		if err := g.admit(d); err != nil {

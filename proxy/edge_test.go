@@ -42,7 +42,9 @@ func (h *harness) edgeRefused(reason string) float64 {
 	return h.metric("webhook_refused_total", map[string]string{"route": "orders", "reason": reason})
 }
 
-func TestAllowIPsAdmitsAListedClient(t *testing.T) {
+func TestAllowIPsAdmitsAListedClient(t *testing.T) { forEachDoor(t, testAllowIPsAdmitsAListedClient) }
+
+func testAllowIPsAdmitsAListedClient(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    allow_ips: [192.0.2.0/24, 127.0.0.1]"))
 	if r := h.post(t, "/webhook/order", "evt_ok", event); r.status != 200 {
 		t.Fatalf("listed client: %d %s", r.status, r.body)
@@ -53,6 +55,10 @@ func TestAllowIPsAdmitsAListedClient(t *testing.T) {
 }
 
 func TestAllowIPsRefusesOthersBeforeAnyWork(t *testing.T) {
+	forEachDoor(t, testAllowIPsRefusesOthersBeforeAnyWork)
+}
+
+func testAllowIPsRefusesOthersBeforeAnyWork(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    allow_ips: [192.0.2.0/24, \"2001:db8::/32\"]"))
 	big := bytes.Repeat([]byte("x"), 4096) // over max_body (1KiB): 413 if it were read
 	for _, c := range []struct {
@@ -103,6 +109,10 @@ func TestAllowIPsRefusesOthersBeforeAnyWork(t *testing.T) {
 // proxy; anything left of it, and the header of an untrusted peer, is the
 // client's own and ignored.
 func TestForwardedForIsHonouredOnlyFromTrustedProxies(t *testing.T) {
+	forEachDoor(t, testForwardedForIsHonouredOnlyFromTrustedProxies)
+}
+
+func testForwardedForIsHonouredOnlyFromTrustedProxies(t *testing.T) {
 	route := withRouteYAML("    allow_ips: [203.0.113.0/24]")
 	trusted := newHarness(t, nil, route, withConfig("trusted_proxies: [127.0.0.1, 10.0.0.0/8]\n"+baseConfig))
 	for _, c := range []struct {
@@ -146,6 +156,10 @@ func TestForwardedForIsHonouredOnlyFromTrustedProxies(t *testing.T) {
 }
 
 func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
+	forEachDoor(t, testRateLimitAnswers429WithRetryAfter)
+}
+
+func testRateLimitAnswers429WithRetryAfter(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    rate_limit: { rps: 1, burst: 2 }"))
 	clock := newEdgeClock()
 	h.useEdgeClock(clock)
@@ -194,6 +208,10 @@ func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
 }
 
 func TestRateLimitRetryAfterFollowsTheReservation(t *testing.T) {
+	forEachDoor(t, testRateLimitRetryAfterFollowsTheReservation)
+}
+
+func testRateLimitRetryAfterFollowsTheReservation(t *testing.T) {
 	// One every four seconds; burst defaults to 1.
 	h := newHarness(t, nil, withRouteYAML("    rate_limit: { rps: 0.25 }"))
 	clock := newEdgeClock()
@@ -222,6 +240,10 @@ func TestRateLimitRetryAfterFollowsTheReservation(t *testing.T) {
 }
 
 func TestAllowIPsIsCheckedBeforeTheRateLimit(t *testing.T) {
+	forEachDoor(t, testAllowIPsIsCheckedBeforeTheRateLimit)
+}
+
+func testAllowIPsIsCheckedBeforeTheRateLimit(t *testing.T) {
 	h := newHarness(t, nil,
 		withConfig("trusted_proxies: [127.0.0.1]\n"+baseConfig),
 		withRouteYAML("    allow_ips: [203.0.113.7]\n    rate_limit: { rps: 1, burst: 1 }"))
@@ -263,6 +285,10 @@ routes:
 // TestRateLimitIsPerRouteAndRestartsOnReload: each route has its own
 // bucket, shared by all its callers; a reload starts a new, full bucket.
 func TestRateLimitIsPerRouteAndRestartsOnReload(t *testing.T) {
+	forEachDoor(t, testRateLimitIsPerRouteAndRestartsOnReload)
+}
+
+func testRateLimitIsPerRouteAndRestartsOnReload(t *testing.T) {
 	h := newHarness(t, nil, withConfig(twoRoutes),
 		withRouteYAML("    rate_limit: { rps: 1 }\n    idempotency: { required: false }"))
 	h.useEdgeClock(newEdgeClock())
@@ -286,7 +312,9 @@ func TestRateLimitIsPerRouteAndRestartsOnReload(t *testing.T) {
 	}
 }
 
-func TestRefusalSeriesExistAtZero(t *testing.T) {
+func TestRefusalSeriesExistAtZero(t *testing.T) { forEachDoor(t, testRefusalSeriesExistAtZero) }
+
+func testRefusalSeriesExistAtZero(t *testing.T) {
 	h := newHarness(t, nil, withConfig(twoRoutes), withRouteYAML("    idempotency: { required: false }"))
 	mfs, err := h.reg.Gather()
 	if err != nil {

@@ -54,21 +54,17 @@ func statusOf(err error) *statusError {
 	return fail(http.StatusBadGateway, metrics.OutcomeError, "bad gateway", err)
 }
 
-// writeError writes the gateway's own JSON error answer and returns the
-// body bytes written.
-func writeError(w http.ResponseWriter, se *statusError, route, requestID string) int {
+// errorAnswer appends the headers of the gateway's own JSON error answer
+// to h and returns them with its body.
+func errorAnswer(h []string, se *statusError, route, requestID string) ([]string, []byte) {
 	if se.status == StatusClientClosed {
-		return 0
+		return h, nil
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Request-Id", requestID)
+	h = append(h, "Content-Type", "application/json", "X-Request-Id", requestID)
 	if se.retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(se.retryAfter))
+		h = append(h, "Retry-After", strconv.Itoa(se.retryAfter))
 	}
-	w.WriteHeader(se.status)
-	n, _ := w.Write(errorBody(se.msg, route))
-	return n
+	return h, errorBody(se.msg, route)
 }
 
 // errorBody is {"error": msg, "route": route}, JSON-escaped.

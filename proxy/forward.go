@@ -38,13 +38,14 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	if fsp != nil {
 		tp = formatTraceparent(fsp.SpanContext())
 	}
-	req := NewRequest(d.r, rt.upstreamURI(d.r, d.path), d.body, d.key, d.reqID, tp, d.t.trusted(d.r.RemoteAddr))
+	req := newRequest(d.in, rt.upstreamURI(d.in, d.path), d.body, d.key, d.reqID, tp, d.t.trusted(d.in.remoteAddr))
 	t0 := time.Now()
-	ans, err := rt.upstream.Forward(d.r.Context(), req, d.attempt, rt.Timeout)
+	rctx := d.in.context()
+	ans, err := rt.upstream.Forward(rctx, req, d.attempt, rt.Timeout)
 	d.forwarded, d.upstreamTime = true, time.Since(t0)
 	rt.m.Upstream(d.upstreamTime.Seconds())
 	// Settling the key must survive the caller hanging up.
-	ctx := context.WithoutCancel(d.r.Context())
+	ctx := context.WithoutCancel(rctx)
 	if err != nil {
 		endForward(fsp, d, req, 0, err)
 		if k != nil {
@@ -55,7 +56,7 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 		}
 		return err
 	}
-	defer ans.Release()
+	d.out.up = ans // released at the delivery's end, after the answer is written
 	status := ans.StatusCode()
 	d.upstreamStatus = status
 	endForward(fsp, d, req, status, nil)
@@ -69,13 +70,10 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 			endSettle(ssp, false, "upstream_status")
 		}
 	}
-	g.armWrite(d)
-	h := d.w.Header()
-	ans.CopyHeader(h)
-	h.Set("X-Request-Id", d.reqID)
-	d.w.WriteHeader(status)
-	n, _ := d.w.Write(ans.Body())
-	d.bytesOut = int64(n)
+	// The release above happened before the answer is written: a caller
+	// that is slow to read never holds the key.
+	d.out.header = append(ans.AppendHeader(d.out.header), "X-Request-Id", d.reqID)
+	d.out.status, d.out.body = status, ans.Body()
 	d.status = status
 	if d.outcome == "" {
 		d.outcome = metrics.OutcomeForwarded

@@ -39,7 +39,7 @@ var errSignatureReplayed = fail(http.StatusUnprocessableEntity, metrics.OutcomeC
 // tracing off): the signature's claim is a span inside it, and an answer
 // given here ends it.
 func (g *Gateway) claimSignature(d *delivery, l dedupe.Labels, cctx context.Context, claim trace.Span) (answered bool, err error) {
-	digest, ok := d.rt.digester.SignedDigest(d.r.Header, d.body)
+	digest, ok := d.rt.digester.SignedDigest(d.in.header, d.body)
 	if !ok {
 		// Verify passed, so this cannot happen; fail closed all the same.
 		err := fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized",
@@ -50,7 +50,7 @@ func (g *Gateway) claimSignature(d *delivery, l dedupe.Labels, cctx context.Cont
 	kh := sha256.Sum256([]byte(d.scoped))
 	key := d.rt.Name + "|sig:" + hex.EncodeToString(digest[:])
 	_, ssp := g.step(d, cctx, spanClaimSignature, trace.SpanKindInternal)
-	sig, adm := g.guard.Hold(d.r.Context(), key, hex.EncodeToString(kh[:]), d.t.cfg.Dedupe.LockTTL, "claim", l)
+	sig, adm := g.guard.Hold(d.in.context(), key, hex.EncodeToString(kh[:]), d.t.cfg.Dedupe.LockTTL, "claim", l)
 	endClaim(ssp, adm)
 	if adm.Verdict != dedupe.Proceed && adm.Verdict != dedupe.Replay {
 		endClaim(claim, adm)

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -54,10 +56,14 @@ func signedRaw(method, target, key string, body []byte, extra string) string {
 // answered "200 OK" with an empty body, although nothing was forwarded: the
 // provider took the event as delivered and it was lost.
 func TestBodyEndingEarlyIsNeverAnswered2xx(t *testing.T) {
+	forEachDoor(t, testBodyEndingEarlyIsNeverAnswered2xx)
+}
+
+func testBodyEndingEarlyIsNeverAnswered2xx(t *testing.T) {
 	h := newHarness(t, nil)
 	req := fmt.Sprintf("POST /webhook/order HTTP/1.1\r\nHost: gw\r\nX-Signature: %s\r\nIdempotency-Key: evt_short\r\nContent-Length: %d\r\n\r\n%s",
 		sign(event), len(event)+50, event)
-	resp := raw(t, h.srv.Listener.Addr().String(), req, true)
+	resp := raw(t, h.srv.Addr, req, true)
 	for _, l := range statusLines(resp) {
 		if strings.Contains(l, " 2") {
 			t.Fatalf("a short body was answered %q", l)
@@ -71,8 +77,12 @@ func TestBodyEndingEarlyIsNeverAnswered2xx(t *testing.T) {
 // Regression: a body still incomplete when the read timeout fired was also
 // answered "200 OK".
 func TestBodyIncompleteAtReadTimeoutIsNeverAnswered2xx(t *testing.T) {
-	h := newHarness(t, nil, withServer(func(s *http.Server) { s.ReadTimeout = 300 * time.Millisecond }))
-	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	forEachDoor(t, testBodyIncompleteAtReadTimeoutIsNeverAnswered2xx)
+}
+
+func testBodyIncompleteAtReadTimeoutIsNeverAnswered2xx(t *testing.T) {
+	h := newHarness(t, nil, withLimits(func(l *proxy.Limits) { l.ReadTimeout = 300 * time.Millisecond }))
+	c, err := net.Dial("tcp", h.srv.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +105,10 @@ func TestBodyIncompleteAtReadTimeoutIsNeverAnswered2xx(t *testing.T) {
 // Matching used the decoded path and the raw path was forwarded, so
 // "/h/pfx/../admin" reached the upstream at "/base/h/pfx/../admin".
 func TestDotSegmentsNeverEscapeTheRoutesPath(t *testing.T) {
+	forEachDoor(t, testDotSegmentsNeverEscapeTheRoutesPath)
+}
+
+func testDotSegmentsNeverEscapeTheRoutesPath(t *testing.T) {
 	cfg := `
 listen: "127.0.0.1:0"
 admin: { listen: "" }
@@ -110,7 +124,7 @@ routes:
       secrets: [{ id: k1, secret: test-secret }]
 `
 	h := newHarness(t, nil, withConfig(cfg))
-	addr := h.srv.Listener.Addr().String()
+	addr := h.srv.Addr
 	for i, tc := range []struct {
 		target string
 		want   string // status code, and for 200 the path the upstream saw
@@ -154,6 +168,10 @@ routes:
 // Regression: a captured signed delivery was forwarded again and again
 // under fresh Idempotency-Key headers, which the signature does not cover.
 func TestSignedRequestReplayedUnderFreshKeyIsRefused(t *testing.T) {
+	forEachDoor(t, testSignedRequestReplayedUnderFreshKeyIsRefused)
+}
+
+func testSignedRequestReplayedUnderFreshKeyIsRefused(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML(`    idempotency: { key: ["header:Idempotency-Key"] }`))
 	if r := h.post(t, "/webhook/order", "evt_a", event); r.status != 200 {
 		t.Fatalf("first: %d", r.status)
@@ -182,6 +200,10 @@ func TestSignedRequestReplayedUnderFreshKeyIsRefused(t *testing.T) {
 
 // In shadow mode a replayed signature is counted and forwarded anyway, once.
 func TestReplayGuardInShadowModeCountsAndForwards(t *testing.T) {
+	forEachDoor(t, testReplayGuardInShadowModeCountsAndForwards)
+}
+
+func testReplayGuardInShadowModeCountsAndForwards(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    dedupe: { mode: shadow }\n    idempotency: { key: [\"header:Idempotency-Key\"] }"))
 	for _, key := range []string{"evt_a", "evt_b"} {
 		if r := h.post(t, "/webhook/order", key, event); r.status != 200 || r.body != `{"ok":true}` {
@@ -199,6 +221,10 @@ func TestReplayGuardInShadowModeCountsAndForwards(t *testing.T) {
 // A signed request whose delivery failed upstream is released, so the
 // provider's retry under the same key goes through.
 func TestReplayGuardReleasesFailedDeliveries(t *testing.T) {
+	forEachDoor(t, testReplayGuardReleasesFailedDeliveries)
+}
+
+func testReplayGuardReleasesFailedDeliveries(t *testing.T) {
 	var fail atomic.Bool
 	fail.Store(true)
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
@@ -221,12 +247,16 @@ func TestReplayGuardReleasesFailedDeliveries(t *testing.T) {
 // never read an 8 MB answer held it (and the key's in-flight mark) until
 // it left.
 func TestCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey(t *testing.T) {
+	forEachDoor(t, testCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey)
+}
+
+func testCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey(t *testing.T) {
 	big := strings.Repeat("x", 8<<20)
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, big)
 	}, withWriteTimeout(200*time.Millisecond))
-	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	c, err := net.Dial("tcp", h.srv.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,11 +285,15 @@ func TestCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey(t *testing.T) {
 // Regression: a request with both Content-Length and Transfer-Encoding kept
 // its connection open, and a request pipelined behind it was served.
 func TestChunkedRequestClosesItsConnection(t *testing.T) {
+	forEachDoor(t, testChunkedRequestClosesItsConnection)
+}
+
+func testChunkedRequestClosesItsConnection(t *testing.T) {
 	h := newHarness(t, nil)
 	chunk := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(event), event)
 	req := fmt.Sprintf("POST /webhook/order HTTP/1.1\r\nHost: gw\r\nX-Signature: %s\r\nIdempotency-Key: evt_te\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n%s", sign(event), chunk) +
 		signedRaw("POST", "/webhook/order", "evt_pipelined", []byte(`{"id":"p"}`), "")
-	resp := raw(t, h.srv.Listener.Addr().String(), req, false)
+	resp := raw(t, h.srv.Addr, req, false)
 	if n := len(statusLines(resp)); n != 1 {
 		t.Fatalf("%d answers on one connection, want 1:\n%s", n, resp)
 	}
@@ -274,6 +308,10 @@ func TestChunkedRequestClosesItsConnection(t *testing.T) {
 // Regression: a client's X-Forwarded-For was kept and appended to, and
 // X-Real-IP and Forwarded passed through: any client could name itself.
 func TestForwardingHeadersFromClientsAreReplacedUnlessTrusted(t *testing.T) {
+	forEachDoor(t, testForwardingHeadersFromClientsAreReplacedUnlessTrusted)
+}
+
+func testForwardingHeadersFromClientsAreReplacedUnlessTrusted(t *testing.T) {
 	spoof := func(r *http.Request) {
 		r.Header.Set("X-Forwarded-For", "6.6.6.6")
 		r.Header.Set("X-Real-IP", "6.6.6.6")
@@ -325,6 +363,10 @@ func (f *finishOutage) Finish(ctx context.Context, key, token string, out store.
 // Redis restart takes longer, so after lock_ttl the provider's next copy
 // was forwarded a second time.
 func TestFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
+	forEachDoor(t, testFinishIsRecordedAfterAStoreOutageLongerThanItsRetries)
+}
+
+func testFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
 	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
 	st := &finishOutage{Store: mem}
 	st.down.Store(true)
@@ -354,6 +396,10 @@ func TestFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
 // forwarded again. Now the outcome is recorded when no other copy holds the
 // key.
 func TestFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
+	forEachDoor(t, testFinishIsRecordedWhenTheStoreLostTheLock)
+}
+
+func testFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
 	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
 	st := &finishOutage{Store: mem}
 	st.down.Store(true)
@@ -380,6 +426,10 @@ func TestFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
 // local window afterwards, so the instance kept replaying the key the
 // operator had just reset.
 func TestResetDuringADeliveryIsNotUndone(t *testing.T) {
+	forEachDoor(t, testResetDuringADeliveryIsNotUndone)
+}
+
+func testResetDuringADeliveryIsNotUndone(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int64
 	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
@@ -411,7 +461,9 @@ func TestResetDuringADeliveryIsNotUndone(t *testing.T) {
 
 // The access line of a 409 and a 503 names the attempt when it is known,
 // and a long path is cut.
-func TestAccessLineAttemptAndLongPath(t *testing.T) {
+func TestAccessLineAttemptAndLongPath(t *testing.T) { forEachDoor(t, testAccessLineAttemptAndLongPath) }
+
+func testAccessLineAttemptAndLongPath(t *testing.T) {
 	block := make(chan struct{})
 	var calls atomic.Int64
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
@@ -456,7 +508,9 @@ func TestAccessLineAttemptAndLongPath(t *testing.T) {
 
 // Regression: a forwarded answer carried no X-Request-Id (the gateway's own
 // answers and replays did), so the one row a user greps for had none.
-func TestEveryAnswerCarriesXRequestId(t *testing.T) {
+func TestEveryAnswerCarriesXRequestId(t *testing.T) { forEachDoor(t, testEveryAnswerCarriesXRequestId) }
+
+func testEveryAnswerCarriesXRequestId(t *testing.T) {
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", "the-upstream-must-not-win")
 		w.WriteHeader(200)
@@ -467,5 +521,63 @@ func TestEveryAnswerCarriesXRequestId(t *testing.T) {
 		if got := r.header.Values("X-Request-Id"); len(got) != 1 || got[0] != "req-42" {
 			t.Fatalf("%s answer: X-Request-Id %q, want [req-42]", what, got)
 		}
+	}
+}
+
+// stallingStore is a store whose claim waits until the request's context
+// ends (a store that hangs), telling claimed when it starts waiting.
+type stallingStore struct {
+	store.Store
+	claimed chan struct{}
+}
+
+func (s stallingStore) Claim(ctx context.Context, _, _ string, _ time.Duration) (store.Claim, error) {
+	s.claimed <- struct{}{}
+	<-ctx.Done()
+	return store.Claim{}, fmt.Errorf("claim: %w", errors.Join(store.ErrUnavailable, ctx.Err()))
+}
+
+// A caller that hangs up while its delivery waits on the store is logged
+// 499 (Nginx's "client closed request"), counted, never forwarded and
+// gets nothing written: on both front doors, which must notice the
+// hang-up while the delivery waits.
+func TestCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
+	forEachDoor(t, testCallerHangingUpWhileTheStoreWaitsIs499)
+}
+
+func testCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
+	st := stallingStore{Store: store.NewMemory(store.MemoryOptions{MaxKeys: 100}), claimed: make(chan struct{}, 1)}
+	h := newHarness(t, nil, withStore(st))
+	c, err := net.Dial("tcp", h.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, signedRaw("POST", "/webhook/order", "evt_gone", event, ""))
+	select {
+	case <-st.claimed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery never reached the store")
+	}
+	c.Close()
+	var line map[string]any
+	for i := 0; i < 500 && line == nil; i++ { // bounded wait for the access line
+		for _, l := range h.logs.Lines() {
+			if l["msg"] == "delivery" && l["key"] == "evt_gone" {
+				line = l
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if line == nil {
+		t.Fatal("no access line: the delivery still waits on the store after its caller left")
+	}
+	if line["status"] != float64(499) || line["outcome"] != "error" {
+		t.Fatalf("access line %v, want status 499, outcome error", line)
+	}
+	if h.upCalls.Load() != 0 {
+		t.Fatalf("forwarded %d times", h.upCalls.Load())
+	}
+	if got := h.metric("webhook_requests_total", map[string]string{"route": "orders", "code": "499"}); got != 1 {
+		t.Fatalf("webhook_requests_total{code=499} = %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,7 +54,7 @@ routes:
 type harness struct {
 	t        *testing.T
 	gw       *proxy.Gateway
-	srv      *httptest.Server
+	srv      *gwServer
 	up       *httptest.Server
 	upCalls  atomic.Int64
 	reg      *prometheus.Registry
@@ -98,7 +99,7 @@ type harnessConf struct {
 	store        store.Store
 	alerter      proxy.Alerter
 	writeTimeout time.Duration
-	server       func(*http.Server)
+	limits       func(*proxy.Limits)
 	tracer       trace.Tracer
 	queue        queue.Backend
 }
@@ -110,8 +111,8 @@ func withAlerter(a proxy.Alerter) harnessOpt { return func(c *harnessConf) { c.a
 func withWriteTimeout(d time.Duration) harnessOpt {
 	return func(c *harnessConf) { c.writeTimeout = d }
 }
-func withServer(f func(*http.Server)) harnessOpt { return func(c *harnessConf) { c.server = f } }
-func withTracer(tr trace.Tracer) harnessOpt      { return func(c *harnessConf) { c.tracer = tr } }
+func withLimits(f func(*proxy.Limits)) harnessOpt { return func(c *harnessConf) { c.limits = f } }
+func withTracer(tr trace.Tracer) harnessOpt       { return func(c *harnessConf) { c.tracer = tr } }
 
 // withQueue runs the config's delivery: queue routes on b.
 func withQueue(b queue.Backend) harnessOpt { return func(c *harnessConf) { c.queue = b } }
@@ -185,13 +186,56 @@ func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *ha
 		}
 		t.Cleanup(func() { qm.Close(time.Second) })
 	}
-	h.srv = httptest.NewUnstartedServer(h.gw)
-	if hc.server != nil {
-		hc.server(h.srv.Config)
+	l := proxy.DefaultLimits
+	if hc.limits != nil {
+		hc.limits(&l)
 	}
-	h.srv.Start()
-	t.Cleanup(h.srv.Close)
+	h.srv = serveDoor(t, h.gw, l, log)
 	return h
+}
+
+// doors are the front doors every HTTP-level test runs on: forEachDoor
+// runs a test once on each, as subtests named "nethttp" and "fasthttp",
+// and serveDoor serves the gateway on the one the test's name says.
+var doors = []config.ServerKind{config.ServerNetHTTP, config.ServerFastHTTP}
+
+func forEachDoor(t *testing.T, test func(t *testing.T)) {
+	for _, d := range doors {
+		t.Run(strings.ReplaceAll(string(d), "/", ""), test)
+	}
+}
+
+// doorOf is the front door a test runs on: fasthttp under a "fasthttp"
+// subtest, net/http otherwise.
+func doorOf(t testing.TB) config.ServerKind {
+	if strings.Contains(t.Name()+"/", "/fasthttp/") {
+		return config.ServerFastHTTP
+	}
+	return config.ServerNetHTTP
+}
+
+// gwServer is a gateway served on loopback by a front door.
+type gwServer struct {
+	URL  string // "http://127.0.0.1:port"
+	Addr string // "127.0.0.1:port"
+	door proxy.Door
+}
+
+func (s *gwServer) Close() { s.door.Close() }
+
+// serveDoor serves gw on a loopback port with the test's front door,
+// until the test ends.
+func serveDoor(t testing.TB, gw *proxy.Gateway, l proxy.Limits, log *slog.Logger) *gwServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &gwServer{URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(),
+		door: proxy.NewDoor(doorOf(t), gw, l, nil, log)}
+	go s.door.Serve(ln)
+	t.Cleanup(s.Close)
+	return s
 }
 
 func sign(body []byte) string {

@@ -20,6 +20,10 @@ import (
 var event = []byte(`{"id":"evt_1","type":"order.paid","data":{"order_id":"ord_1"}}`)
 
 func TestFiveIdenticalDeliveriesForwardOnce(t *testing.T) {
+	forEachDoor(t, testFiveIdenticalDeliveriesForwardOnce)
+}
+
+func testFiveIdenticalDeliveriesForwardOnce(t *testing.T) {
 	h := newHarness(t, nil)
 	var first result
 	for i := 1; i <= 5; i++ {
@@ -49,6 +53,10 @@ func TestFiveIdenticalDeliveriesForwardOnce(t *testing.T) {
 }
 
 func TestConcurrentIdenticalDeliveriesForwardExactlyOnce(t *testing.T) {
+	forEachDoor(t, testConcurrentIdenticalDeliveriesForwardExactlyOnce)
+}
+
+func testConcurrentIdenticalDeliveriesForwardExactlyOnce(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -95,6 +103,10 @@ func TestConcurrentIdenticalDeliveriesForwardExactlyOnce(t *testing.T) {
 }
 
 func TestUpstream500ThenRetryIsForwarded(t *testing.T) {
+	forEachDoor(t, testUpstream500ThenRetryIsForwarded)
+}
+
+func testUpstream500ThenRetryIsForwarded(t *testing.T) {
 	var calls atomic.Int64
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
@@ -122,6 +134,10 @@ func TestUpstream500ThenRetryIsForwarded(t *testing.T) {
 }
 
 func TestUpstreamTimeoutGives504AndRetryIsForwarded(t *testing.T) {
+	forEachDoor(t, testUpstreamTimeoutGives504AndRetryIsForwarded)
+}
+
+func testUpstreamTimeoutGives504AndRetryIsForwarded(t *testing.T) {
 	var calls atomic.Int64
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) // so net/http notices the gateway hanging up
@@ -146,7 +162,9 @@ func TestUpstreamTimeoutGives504AndRetryIsForwarded(t *testing.T) {
 	}
 }
 
-func TestUpstreamUnreachableGives502(t *testing.T) {
+func TestUpstreamUnreachableGives502(t *testing.T) { forEachDoor(t, testUpstreamUnreachableGives502) }
+
+func testUpstreamUnreachableGives502(t *testing.T) {
 	h := newHarness(t, nil)
 	h.up.Close()
 	r := h.post(t, "/webhook/order", "evt_down", event)
@@ -159,6 +177,10 @@ func TestUpstreamUnreachableGives502(t *testing.T) {
 }
 
 func TestFinishAndReleaseByUpstreamStatus(t *testing.T) {
+	forEachDoor(t, testFinishAndReleaseByUpstreamStatus)
+}
+
+func testFinishAndReleaseByUpstreamStatus(t *testing.T) {
 	for _, tc := range []struct {
 		status   int
 		finished bool
@@ -176,7 +198,9 @@ func TestFinishAndReleaseByUpstreamStatus(t *testing.T) {
 	}
 }
 
-func TestSameKeyOtherBodyGives422(t *testing.T) {
+func TestSameKeyOtherBodyGives422(t *testing.T) { forEachDoor(t, testSameKeyOtherBodyGives422) }
+
+func testSameKeyOtherBodyGives422(t *testing.T) {
 	h := newHarness(t, nil)
 	h.post(t, "/webhook/order", "evt_x", event)
 	r := h.post(t, "/webhook/order", "evt_x", []byte(`{"id":"evt_x","other":true}`))
@@ -188,7 +212,9 @@ func TestSameKeyOtherBodyGives422(t *testing.T) {
 	}
 }
 
-func TestRequestErrors(t *testing.T) {
+func TestRequestErrors(t *testing.T) { forEachDoor(t, testRequestErrors) }
+
+func testRequestErrors(t *testing.T) {
 	h := newHarness(t, nil)
 	cases := []struct {
 		name   string
@@ -235,6 +261,10 @@ func TestRequestErrors(t *testing.T) {
 }
 
 func TestBadSignatureNeverReachesUpstreamNorCache(t *testing.T) {
+	forEachDoor(t, testBadSignatureNeverReachesUpstreamNorCache)
+}
+
+func testBadSignatureNeverReachesUpstreamNorCache(t *testing.T) {
 	h := newHarness(t, nil)
 	bad := func(r *http.Request) { r.Header.Set("X-Signature", sign([]byte("other body"))) }
 	for i := 0; i < 3; i++ {
@@ -270,6 +300,10 @@ func TestBadSignatureNeverReachesUpstreamNorCache(t *testing.T) {
 }
 
 func TestShadowModeForwardsDuplicatesAndCountsThem(t *testing.T) {
+	forEachDoor(t, testShadowModeForwardsDuplicatesAndCountsThem)
+}
+
+func testShadowModeForwardsDuplicatesAndCountsThem(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    dedupe: { mode: shadow }"))
 	for i := 0; i < 3; i++ {
 		if r := h.post(t, "/webhook/order", "evt_sh", event); r.status != 200 || r.header.Get("Idempotent-Replayed") != "" {
@@ -284,7 +318,9 @@ func TestShadowModeForwardsDuplicatesAndCountsThem(t *testing.T) {
 	}
 }
 
-func TestOffModeForwardsEverything(t *testing.T) {
+func TestOffModeForwardsEverything(t *testing.T) { forEachDoor(t, testOffModeForwardsEverything) }
+
+func testOffModeForwardsEverything(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    dedupe: { mode: \"off\" }"))
 	for i := 0; i < 3; i++ {
 		h.post(t, "/webhook/order", "", event)
@@ -294,7 +330,9 @@ func TestOffModeForwardsEverything(t *testing.T) {
 	}
 }
 
-func TestUnkeyedWhenKeyNotRequired(t *testing.T) {
+func TestUnkeyedWhenKeyNotRequired(t *testing.T) { forEachDoor(t, testUnkeyedWhenKeyNotRequired) }
+
+func testUnkeyedWhenKeyNotRequired(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    idempotency: { required: false }"))
 	for i := 0; i < 2; i++ {
 		if r := h.post(t, "/webhook/order", "", event); r.status != 200 {
@@ -312,7 +350,9 @@ func TestUnkeyedWhenKeyNotRequired(t *testing.T) {
 	}
 }
 
-func TestForwardedHeaders(t *testing.T) {
+func TestForwardedHeaders(t *testing.T) { forEachDoor(t, testForwardedHeaders) }
+
+func testForwardedHeaders(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    idempotency: { key: [\"json:id\"] }"))
 	h.post(t, "/webhook/order", "", event, func(r *http.Request) {
 		r.Header.Set("Connection", "X-Hop")
@@ -354,6 +394,10 @@ func TestForwardedHeaders(t *testing.T) {
 }
 
 func TestAttemptHeaderCountsDeliveries(t *testing.T) {
+	forEachDoor(t, testAttemptHeaderCountsDeliveries)
+}
+
+func testAttemptHeaderCountsDeliveries(t *testing.T) {
 	var calls atomic.Int64
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) < 3 {
@@ -370,7 +414,9 @@ func TestAttemptHeaderCountsDeliveries(t *testing.T) {
 	}
 }
 
-func TestAccessLogLines(t *testing.T) {
+func TestAccessLogLines(t *testing.T) { forEachDoor(t, testAccessLogLines) }
+
+func testAccessLogLines(t *testing.T) {
 	h := newHarness(t, nil)
 	h.post(t, "/webhook/order", "evt_log", event)
 	h.post(t, "/webhook/order", "evt_log", event)
@@ -403,7 +449,9 @@ func (failingStore) Claim(context.Context, string, string, time.Duration) (store
 }
 func (failingStore) Ping(context.Context) error { return store.ErrUnavailable }
 
-func TestStoreUnavailable(t *testing.T) {
+func TestStoreUnavailable(t *testing.T) { forEachDoor(t, testStoreUnavailable) }
+
+func testStoreUnavailable(t *testing.T) {
 	t.Run("reject", func(t *testing.T) {
 		h := newHarness(t, nil, withStore(failingStore{}))
 		r := h.post(t, "/webhook/order", "evt_s", event)
@@ -431,6 +479,10 @@ func TestStoreUnavailable(t *testing.T) {
 }
 
 func TestReplayBodyOverLimitKeepsStatusOnly(t *testing.T) {
+	forEachDoor(t, testReplayBodyOverLimitKeepsStatusOnly)
+}
+
+func testReplayBodyOverLimitKeepsStatusOnly(t *testing.T) {
 	big := strings.Repeat("b", 2000)
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) },
 		withConfig(strings.Replace(baseConfig, "lock_ttl: 5s", "lock_ttl: 5s, replay_body_limit: 1KiB", 1)))
@@ -447,6 +499,10 @@ func TestReplayBodyOverLimitKeepsStatusOnly(t *testing.T) {
 // times on a broken connection by default, which would forward one delivery
 // several times.
 func TestClientNeverRetriesABrokenDelivery(t *testing.T) {
+	forEachDoor(t, testClientNeverRetriesABrokenDelivery)
+}
+
+func testClientNeverRetriesABrokenDelivery(t *testing.T) {
 	for _, method := range []string{http.MethodPost, http.MethodPut} {
 		t.Run(method, func(t *testing.T) {
 			h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
@@ -466,7 +522,9 @@ func TestClientNeverRetriesABrokenDelivery(t *testing.T) {
 	}
 }
 
-func TestRetryAlertFiresOncePerKey(t *testing.T) {
+func TestRetryAlertFiresOncePerKey(t *testing.T) { forEachDoor(t, testRetryAlertFiresOncePerKey) }
+
+func testRetryAlertFiresOncePerKey(t *testing.T) {
 	var posts atomic.Int64
 	var mu sync.Mutex
 	var got []map[string]any
@@ -509,6 +567,10 @@ func TestRetryAlertFiresOncePerKey(t *testing.T) {
 }
 
 func TestHangingAlertReceiverDoesNotHoldDeliveries(t *testing.T) {
+	forEachDoor(t, testHangingAlertReceiverDoesNotHoldDeliveries)
+}
+
+func testHangingAlertReceiverDoesNotHoldDeliveries(t *testing.T) {
 	block := make(chan struct{})
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
 	defer recv.Close()
@@ -552,6 +614,10 @@ func (f *flakyFinishStore) Finish(ctx context.Context, key, token string, out st
 // Regression: a Finish that timed out left the lock with no record behind
 // it, so once lock_ttl passed a retry was forwarded a second time.
 func TestFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
+	forEachDoor(t, testFinishIsRetriedWhenTheStoreHiccups)
+}
+
+func testFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
 	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
 	flaky := &flakyFinishStore{Store: mem}
 	flaky.fails.Store(2)
@@ -569,6 +635,10 @@ func TestFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
 // At shutdown the locks of deliveries cut by the grace period are released,
 // so the provider's retry (to another instance) need not wait out lock_ttl.
 func TestReleaseHeldFreesLocksOfCutDeliveries(t *testing.T) {
+	forEachDoor(t, testReleaseHeldFreesLocksOfCutDeliveries)
+}
+
+func testReleaseHeldFreesLocksOfCutDeliveries(t *testing.T) {
 	hold := make(chan struct{})
 	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) { <-hold }, withStore(mem))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/clawgate/clawgate/dedupe"
@@ -38,13 +39,14 @@ func (g *Gateway) queued(d *delivery) error {
 	if adm, ok := g.guard.Cached(d.scoped, d.fp, labels); ok {
 		return g.duplicate(d, adm)
 	}
-	req := NewRequest(d.r, rt.upstreamURI(d.r, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.r.RemoteAddr))
-	ack, err := g.queue.Enqueue(d.r.Context(), queue.Entry{
+	req := newRequest(d.in, rt.upstreamURI(d.in, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.in.remoteAddr))
+	ctx := d.in.context()
+	ack, err := g.queue.Enqueue(ctx, queue.Entry{
 		Route: rt.Name, Key: d.key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start,
 	})
 	if err != nil {
-		if d.r.Context().Err() != nil {
-			return d.r.Context().Err() // the caller hung up: 499
+		if ctx.Err() != nil {
+			return ctx.Err() // the caller hung up: 499
 		}
 		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue unavailable", err)
 		se.retryAfter = 1
@@ -91,18 +93,14 @@ func (g *Gateway) ackQueued(d *delivery, id string, replayed bool) error {
 		Route  string `json:"route"`
 		Key    string `json:"key"`
 	}{"queued", id, d.rt.Name, d.key})
-	g.armWrite(d)
-	h := d.w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["X-Request-Id"] = []string{d.reqID}
+	d.out.header = append(d.out.header, "Content-Type", "application/json", "X-Request-Id", d.reqID)
 	d.outcome = metrics.OutcomeQueued
 	if replayed {
-		h["Idempotent-Replayed"] = replayedTrue
+		d.out.header = append(d.out.header, "Idempotent-Replayed", "true")
 		d.outcome = metrics.OutcomeReplayed
 	}
-	d.w.WriteHeader(d.rt.AckStatus)
-	n, _ := d.w.Write(body)
-	d.bytesOut, d.status = int64(n), d.rt.AckStatus
+	d.out.status, d.out.body = d.rt.AckStatus, body
+	d.status = d.rt.AckStatus
 	return nil
 }
 
@@ -142,9 +140,15 @@ func (g *Gateway) Send(ctx context.Context, name string, payload []byte, attempt
 // retryAfterHeader reads an answer's Retry-After in seconds (the HTTP-date
 // form is ignored: the route's own schedule applies).
 func retryAfterHeader(ans Answer) time.Duration {
-	h := http.Header{}
-	ans.CopyHeader(h)
-	s, err := strconv.Atoi(h.Get("Retry-After"))
+	var v string
+	h := ans.AppendHeader(nil)
+	for i := 0; i+1 < len(h); i += 2 {
+		if h[i] == "Retry-After" {
+			v = h[i+1]
+			break
+		}
+	}
+	s, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || s <= 0 {
 		return 0
 	}

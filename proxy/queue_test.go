@@ -46,6 +46,10 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 func TestQueueRouteAcknowledgesThenDelivers(t *testing.T) {
+	forEachDoor(t, testQueueRouteAcknowledgesThenDelivers)
+}
+
+func testQueueRouteAcknowledgesThenDelivers(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML(queueRoute), withQueue(queue.NewMemory()))
 	body := []byte(`{"id":"evt_1","amount":100}`)
 
@@ -95,7 +99,9 @@ func TestQueueRouteAcknowledgesThenDelivers(t *testing.T) {
 	}
 }
 
-func TestQueueRouteCopiesWhileQueued(t *testing.T) {
+func TestQueueRouteCopiesWhileQueued(t *testing.T) { forEachDoor(t, testQueueRouteCopiesWhileQueued) }
+
+func testQueueRouteCopiesWhileQueued(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int64
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +127,9 @@ func TestQueueRouteCopiesWhileQueued(t *testing.T) {
 	waitUntil(t, "the one try", func() bool { return calls.Load() == 1 })
 }
 
-func TestQueueRouteFullIs503(t *testing.T) {
+func TestQueueRouteFullIs503(t *testing.T) { forEachDoor(t, testQueueRouteFullIs503) }
+
+func testQueueRouteFullIs503(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) { <-release },
 		withConfig(`
@@ -185,6 +193,10 @@ func (downQueue) Stats(context.Context, string) (queue.Stats, error) {
 }
 
 func TestQueueRouteBackendDownIs503NeverAcknowledged(t *testing.T) {
+	forEachDoor(t, testQueueRouteBackendDownIs503NeverAcknowledged)
+}
+
+func testQueueRouteBackendDownIs503NeverAcknowledged(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML(queueRoute), withQueue(downQueue{}))
 	r := h.post(t, "/webhook/order", "evt_3", []byte(`{"id":"evt_3"}`))
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" {
@@ -198,7 +210,9 @@ func TestQueueRouteBackendDownIs503NeverAcknowledged(t *testing.T) {
 	}
 }
 
-func TestQueueRouteWithoutQueueIs503(t *testing.T) {
+func TestQueueRouteWithoutQueueIs503(t *testing.T) { forEachDoor(t, testQueueRouteWithoutQueueIs503) }
+
+func testQueueRouteWithoutQueueIs503(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML(queueRoute))
 	if r := h.post(t, "/webhook/order", "evt_4", []byte(`{}`)); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("no queue: %d %s", r.status, r.body)

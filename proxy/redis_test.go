@@ -36,7 +36,7 @@ type fleet struct {
 }
 
 type instance struct {
-	srv *httptest.Server
+	srv *gwServer
 	gw  *proxy.Gateway
 	st  store.Store
 	reg *prometheus.Registry
@@ -96,7 +96,7 @@ func (f *fleet) start() *instance {
 	in := &instance{st: st, reg: prometheus.NewRegistry()}
 	in.gw = proxy.New(cfg, proxy.Options{Store: st, Metrics: metrics.New(in.reg),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	in.srv = httptest.NewServer(in.gw)
+	in.srv = serveDoor(f.t, in.gw, proxy.DefaultLimits, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	f.t.Cleanup(func() { in.srv.Close(); st.Close() })
 	f.gws = append(f.gws, in)
 	return in
@@ -109,6 +109,10 @@ func (f *fleet) deliver(i int, key string, body []byte) result {
 }
 
 func TestFleetForwardsEachEventExactlyOnce(t *testing.T) {
+	forEachDoor(t, testFleetForwardsEachEventExactlyOnce)
+}
+
+func testFleetForwardsEachEventExactlyOnce(t *testing.T) {
 	addr := redistest.Start(t)
 	for _, n := range []int{2, 3} {
 		t.Run(strings.Repeat("I", n), func(t *testing.T) {
@@ -147,6 +151,10 @@ func TestFleetForwardsEachEventExactlyOnce(t *testing.T) {
 }
 
 func TestRestartedInstanceStillReplays(t *testing.T) {
+	forEachDoor(t, testRestartedInstanceStillReplays)
+}
+
+func testRestartedInstanceStillReplays(t *testing.T) {
 	f := newFleet(t, []string{redistest.Start(t)}, 1, "reject", "5s")
 	if r := f.deliver(0, "evt_restart", event); r.status != 200 {
 		t.Fatalf("first: %d", r.status)
@@ -161,6 +169,10 @@ func TestRestartedInstanceStillReplays(t *testing.T) {
 }
 
 func TestCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
+	forEachDoor(t, testCrashedLockHolderBlocksOnlyUntilLockTTL)
+}
+
+func testCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
 	addr := redistest.Start(t)
 	f := newFleet(t, []string{addr}, 1, "reject", "4s")
 	// A "dead instance": it claimed the key and never finished nor released.
@@ -186,7 +198,9 @@ func TestCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
 	}
 }
 
-func TestRedisKilledDuringRun(t *testing.T) {
+func TestRedisKilledDuringRun(t *testing.T) { forEachDoor(t, testRedisKilledDuringRun) }
+
+func testRedisKilledDuringRun(t *testing.T) {
 	for _, onError := range []string{"reject", "forward"} {
 		t.Run(onError, func(t *testing.T) {
 			srv := redistest.StartServer(t)
@@ -244,6 +258,10 @@ func TestRedisKilledDuringRun(t *testing.T) {
 // the lock, so nothing was recorded and the same event sent to another
 // instance after lock_ttl went through a second time.
 func TestRedisRestartDuringADeliveryDoesNotForwardItTwice(t *testing.T) {
+	forEachDoor(t, testRedisRestartDuringADeliveryDoesNotForwardItTwice)
+}
+
+func testRedisRestartDuringADeliveryDoesNotForwardItTwice(t *testing.T) {
 	srv := redistest.StartServer(t)
 	f := newFleet(t, []string{srv.Addr}, 2, "reject", "5s")
 	f.slow.Store(300)
@@ -276,6 +294,10 @@ func TestRedisRestartDuringADeliveryDoesNotForwardItTwice(t *testing.T) {
 }
 
 func TestCorruptedRecordGives503NeverAForward(t *testing.T) {
+	forEachDoor(t, testCorruptedRecordGives503NeverAForward)
+}
+
+func testCorruptedRecordGives503NeverAForward(t *testing.T) {
 	addr := redistest.Start(t)
 	f := newFleet(t, []string{addr}, 1, "reject", "5s")
 	for _, garbage := range []string{"", "x", "\xff\xff\xff\xff", strings.Repeat("\x01", 64)} {
@@ -292,7 +314,9 @@ func TestCorruptedRecordGives503NeverAForward(t *testing.T) {
 	}
 }
 
-func TestFleetOnRedisCluster(t *testing.T) {
+func TestFleetOnRedisCluster(t *testing.T) { forEachDoor(t, testFleetOnRedisCluster) }
+
+func testFleetOnRedisCluster(t *testing.T) {
 	nodes := redistest.StartCluster(t)
 	f := newFleet(t, nodes, 2, "reject", "5s")
 	for i := 0; i < 20; i++ {
@@ -329,7 +353,9 @@ func scriptCalls(t *testing.T, addr string) int {
 	return n
 }
 
-func TestRedisRoundTripsPerDelivery(t *testing.T) {
+func TestRedisRoundTripsPerDelivery(t *testing.T) { forEachDoor(t, testRedisRoundTripsPerDelivery) }
+
+func testRedisRoundTripsPerDelivery(t *testing.T) {
 	addr := redistest.Start(t)
 	f := newFleet(t, []string{addr}, 1, "reject", "5s")
 	f.deliver(0, "evt_warm", event) // loads the scripts
@@ -350,6 +376,10 @@ func TestRedisRoundTripsPerDelivery(t *testing.T) {
 }
 
 func TestGatewayStartsWhileRedisIsDown(t *testing.T) {
+	forEachDoor(t, testGatewayStartsWhileRedisIsDown)
+}
+
+func testGatewayStartsWhileRedisIsDown(t *testing.T) {
 	srv := redistest.StartServer(t)
 	srv.Stop() // Redis is down before the gateway starts
 	f := newFleet(t, []string{srv.Addr}, 1, "reject", "5s")

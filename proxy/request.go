@@ -10,7 +10,7 @@ import (
 )
 
 // Request is what the upstream receives for one delivery, built once from
-// the inbound request (which is never changed) by NewRequest. It keeps no
+// the inbound request (which is never changed) by newRequest. It keeps no
 // reference to the inbound request, so it can be held and sent later, and
 // sent again: each try adds only Idempotency-Key and X-Clawgate-Attempt.
 type Request struct {
@@ -42,7 +42,7 @@ func (r *Request) Each(attempt int64, f func(name, value string)) {
 	}
 }
 
-// NewRequest builds the outgoing request of a delivery under the header
+// newRequest builds the outgoing request of a delivery under the header
 // policy:
 //   - hop-by-hop headers, and those the inbound Connection header names,
 //     are removed, and so are Host and Content-Length (the upstream client
@@ -54,39 +54,50 @@ func (r *Request) Each(attempt int64, f func(name, value string)) {
 //   - X-Forwarded-For is the peer's address, after the chain a trusted
 //     proxy sent; X-Forwarded-Proto and -Host are a trusted proxy's when it
 //     sent them, else this hop's.
-func NewRequest(in *http.Request, uri string, body []byte, key, reqID, trace string, trusted bool) *Request {
-	r := &Request{Method: in.Method, URI: uri, Body: body, Key: key, RequestID: reqID, Traceparent: trace}
-	n := 10
-	for _, vals := range in.Header {
-		n += 2 * len(vals)
-	}
-	r.Header = make([]string, 0, n)
-	conn := connectionTokens(in.Header["Connection"])
-	for name, vals := range in.Header {
-		if isHop(name, conn) || name == "Host" || name == "Content-Length" || isGatewayHeader(name) ||
-			!trusted && isClientAddressHeader(name) {
-			continue
+//
+// The caller's headers keep the order they came in when the front door
+// kept it (in.pairs), else the header map's order.
+func newRequest(in *inbound, uri string, body []byte, key, reqID, trace string, trusted bool) *Request {
+	r := &Request{Method: in.method, URI: uri, Body: body, Key: key, RequestID: reqID, Traceparent: trace}
+	conn := connectionTokens(in.header["Connection"])
+	if in.pairs != nil {
+		r.Header = make([]string, 0, len(in.pairs)+10)
+		for i := 0; i+1 < len(in.pairs); i += 2 {
+			if forwardable(in.pairs[i], conn, trusted) {
+				r.Header = append(r.Header, in.pairs[i], in.pairs[i+1])
+			}
 		}
-		for _, v := range vals {
-			r.Header = append(r.Header, name, v)
+	} else {
+		n := 10
+		for _, vals := range in.header {
+			n += 2 * len(vals)
+		}
+		r.Header = make([]string, 0, n)
+		for name, vals := range in.header {
+			if !forwardable(name, conn, trusted) {
+				continue
+			}
+			for _, v := range vals {
+				r.Header = append(r.Header, name, v)
+			}
 		}
 	}
-	client, _, err := net.SplitHostPort(in.RemoteAddr)
+	client, _, err := net.SplitHostPort(in.remoteAddr)
 	if err != nil {
-		client = in.RemoteAddr
+		client = in.remoteAddr
 	}
-	proto, host := "http", in.Host
-	if in.TLS != nil {
+	proto, host := "http", in.host
+	if in.tls {
 		proto = "https"
 	}
 	if trusted {
-		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 && client != "" {
+		if prior := in.header.Values("X-Forwarded-For"); len(prior) > 0 && client != "" {
 			client = strings.Join(prior, ", ") + ", " + client
 		}
-		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+		if v := in.header.Get("X-Forwarded-Proto"); v != "" {
 			proto = v
 		}
-		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+		if v := in.header.Get("X-Forwarded-Host"); v != "" {
 			host = v
 		}
 	}
@@ -96,6 +107,13 @@ func NewRequest(in *http.Request, uri string, body []byte, key, reqID, trace str
 	r.Header = append(r.Header, "X-Forwarded-Proto", proto, "X-Forwarded-Host", host,
 		"X-Request-Id", reqID, "traceparent", trace)
 	return r
+}
+
+// forwardable reports whether a caller's header named name is sent
+// upstream (see newRequest).
+func forwardable(name string, conn []string, trusted bool) bool {
+	return !isHop(name, conn) && name != "Host" && name != "Content-Length" && !isGatewayHeader(name) &&
+		(trusted || !isClientAddressHeader(name))
 }
 
 // isHop reports a hop-by-hop header (RFC 9110 7.6.1), or one the message's

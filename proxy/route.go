@@ -40,6 +40,9 @@ type table struct {
 	exact       map[string][]*route // by match.path
 	prefix      []*route            // by match.path_prefix, longest first
 	byName      map[string]*route
+	// minBody is the smallest max_body of the routes: what the fasthttp
+	// front door may read of a body before the steps run.
+	minBody int
 }
 
 func newTable(cfg *config.Config, m *metrics.Metrics) *table {
@@ -58,12 +61,18 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 			rt.digester, _ = rc.Verifier.(verify.SignedDigester)
 		}
 		rt.limiter = newLimiter(rc.RateLimit)
+		if t.minBody == 0 || int(rc.MaxBody) < t.minBody {
+			t.minBody = max(1, int(rc.MaxBody))
+		}
 		t.byName[rc.Name] = rt
 		if rc.Match.Path != "" {
 			t.exact[rc.Match.Path] = append(t.exact[rc.Match.Path], rt)
 		} else {
 			t.prefix = append(t.prefix, rt)
 		}
+	}
+	if t.minBody == 0 {
+		t.minBody = 1 // no routes: every request is a 404
 	}
 	sort.SliceStable(t.prefix, func(i, j int) bool {
 		return len(t.prefix[i].Match.PathPrefix) > len(t.prefix[j].Match.PathPrefix)
@@ -84,14 +93,14 @@ func (t *table) close() {
 // then the longest path prefix; among routes on the same path, the first
 // whose host matches. A path that matches but whose methods do not gives
 // 405; no path gives 404.
-func (t *table) match(r *http.Request, path string) (*route, error) {
+func (t *table) match(in *inbound, path string) (*route, error) {
 	var wrongMethod *route
 	try := func(rt *route) bool {
-		if rt.Match.Host != "" && !strings.EqualFold(rt.Match.Host, hostOnly(r.Host)) {
+		if rt.Match.Host != "" && !strings.EqualFold(rt.Match.Host, hostOnly(in.host)) {
 			return false
 		}
 		for _, m := range rt.Match.Methods {
-			if m == r.Method {
+			if m == in.method {
 				return true
 			}
 		}
@@ -148,9 +157,11 @@ func hostOnly(host string) string {
 // the delivery's path (dot segments resolved) with strip_prefix removed,
 // then the query. The path is sent as the caller encoded it unless
 // resolving dot segments changed it.
-func (rt *route) upstreamURI(r *http.Request, path string) string {
-	p := r.URL.EscapedPath()
-	if path != r.URL.Path {
+func (rt *route) upstreamURI(in *inbound, path string) string {
+	var p string
+	if path == in.path {
+		p = in.escapedPath()
+	} else {
 		p = (&url.URL{Path: path}).EscapedPath()
 	}
 	if rt.StripPrefix != "" {
@@ -160,8 +171,8 @@ func (rt *route) upstreamURI(r *http.Request, path string) string {
 		}
 	}
 	p = rt.basePath + p
-	if r.URL.RawQuery != "" {
-		p += "?" + r.URL.RawQuery
+	if in.rawQuery != "" {
+		p += "?" + in.rawQuery
 	}
 	return p
 }
@@ -178,13 +189,11 @@ var (
 // "/hooks/a/" sent on to that route's upstream. A path that climbs above
 // the root, or that hides a separator in an escape (%2F, %5C, a backslash
 // or NUL), is refused with 400: upstreams disagree on what those mean.
-func cleanPath(r *http.Request) (string, error) {
-	p := r.URL.Path
+func cleanPath(p, raw string) (string, error) {
 	if strings.ContainsAny(p, "\\\x00") {
 		return "", errPathEncoded
 	}
-	if r.URL.RawPath != "" {
-		raw := r.URL.RawPath
+	if raw != "" {
 		for i := strings.IndexByte(raw, '%'); i >= 0 && i+2 < len(raw); {
 			if h := raw[i+1 : i+3]; strings.EqualFold(h, "2f") || strings.EqualFold(h, "5c") {
 				return "", errPathEncoded

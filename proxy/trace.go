@@ -136,12 +136,12 @@ func spanMethod(method string) string {
 // delivery's trace_id and, without a caller's X-Request-Id, its request
 // id).
 func (g *Gateway) startTrace(d *delivery, tp string) string {
-	ctx := d.r.Context()
+	ctx := context.Background()
 	valid := validTraceparent(tp)
 	if valid {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parseTraceparent(tp))
 	}
-	d.sctx, d.span = g.tracer.Start(ctx, spanMethod(d.r.Method), serverKind, trace.WithTimestamp(d.start))
+	d.sctx, d.span = g.tracer.Start(ctx, spanMethod(d.in.method), serverKind, trace.WithTimestamp(d.start))
 	if valid {
 		return tp
 	}
@@ -291,20 +291,20 @@ func endTrace(d *delivery, name, client, ua string, se *statusError) {
 		return
 	}
 	if d.rt != nil {
-		sp.SetName(d.rt.spanName(d.r.Method))
+		sp.SetName(d.rt.spanName(d.in.method))
 	}
 	scheme := "http"
-	if d.r.TLS != nil {
+	if d.in.tls {
 		scheme = "https"
 	}
 	attrs := make([]attribute.KeyValue, 0, 16)
-	method := spanMethod(d.r.Method)
+	method := spanMethod(d.in.method)
 	if method == "HTTP" {
 		method = "_OTHER" // the semantic conventions' name for any other method
 	}
 	attrs = append(attrs,
 		attrMethod.String(method),
-		attrURLPath.String(clipPath(d.r.URL.Path)),
+		attrURLPath.String(clipPath(d.in.path)),
 		attrURLScheme.String(scheme),
 		attrClient.String(client),
 		attrUserAgent.String(ua),
@@ -369,17 +369,17 @@ func traceID(tp string) string { return tp[3:35] }
 // finds in X-Forwarded-For (the one allow_ips is checked against;
 // "unknown" when that entry is not an IP address). Only the second case
 // allocates.
-func clientOf(t *table, r *http.Request) string {
-	if t.trusted(r.RemoteAddr) {
-		a := t.clientAddr(r)
+func clientOf(t *table, in *inbound) string {
+	if t.trusted(in.remoteAddr) {
+		a := t.clientAddr(in)
 		if !a.IsValid() {
 			return "unknown"
 		}
 		return a.String()
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	host, _, err := net.SplitHostPort(in.remoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		return in.remoteAddr
 	}
 	return host
 }

@@ -104,6 +104,10 @@ func (h *harness) accessLine(t *testing.T, n int) map[string]any {
 // with verify, claim, forward (client) and settle as its children; the
 // upstream is told the forward span is its parent.
 func TestTracingForwardedDeliveryContinuesTheCallersTrace(t *testing.T) {
+	forEachDoor(t, testTracingForwardedDeliveryContinuesTheCallersTrace)
+}
+
+func testTracingForwardedDeliveryContinuesTheCallersTrace(t *testing.T) {
 	h, exp := tracedHarness(t, sdktrace.AlwaysSample())
 	r := h.post(t, "/webhook/order", "evt_tr", event, func(r *http.Request) {
 		r.Header.Set("Traceparent", callerTraceparent)
@@ -183,6 +187,10 @@ func TestTracingForwardedDeliveryContinuesTheCallersTrace(t *testing.T) {
 // Without a valid traceparent the delivery span starts the trace: its
 // trace id is the access line's trace_id and the request id.
 func TestTracingStartsATraceWithoutAValidTraceparent(t *testing.T) {
+	forEachDoor(t, testTracingStartsATraceWithoutAValidTraceparent)
+}
+
+func testTracingStartsATraceWithoutAValidTraceparent(t *testing.T) {
 	for _, tc := range []struct{ name, header string }{
 		{"none", ""},
 		{"zero trace id", "00-00000000000000000000000000000000-00f067aa0ba902b7-01"},
@@ -228,6 +236,10 @@ func TestTracingStartsATraceWithoutAValidTraceparent(t *testing.T) {
 // and no forward; a refused signature has a failed verify span and no
 // claim.
 func TestTracingDuplicateAndUnauthorized(t *testing.T) {
+	forEachDoor(t, testTracingDuplicateAndUnauthorized)
+}
+
+func testTracingDuplicateAndUnauthorized(t *testing.T) {
 	h, exp := tracedHarness(t, sdktrace.AlwaysSample())
 	h.post(t, "/webhook/order", "evt_dup", event)
 	waitSpans(t, exp, 1)
@@ -265,7 +277,9 @@ func TestTracingDuplicateAndUnauthorized(t *testing.T) {
 
 // On a route with a replay guard the signed request's claim is a span
 // inside the delivery's claim, and its record a settle span of its own.
-func TestTracingReplayGuard(t *testing.T) {
+func TestTracingReplayGuard(t *testing.T) { forEachDoor(t, testTracingReplayGuard) }
+
+func testTracingReplayGuard(t *testing.T) {
 	h, exp := tracedHarness(t, sdktrace.AlwaysSample(), withRouteYAML(`    idempotency: { key: ["header:Idempotency-Key"] }`))
 	if r := h.post(t, "/webhook/order", "evt_g", event); r.status != 200 {
 		t.Fatalf("status %d", r.status)
@@ -297,7 +311,9 @@ func TestTracingReplayGuard(t *testing.T) {
 
 // A delivery the sampler leaves out records nothing, and still passes a
 // traceparent upstream in the caller's trace, marked not sampled.
-func TestTracingUnsampledDelivery(t *testing.T) {
+func TestTracingUnsampledDelivery(t *testing.T) { forEachDoor(t, testTracingUnsampledDelivery) }
+
+func testTracingUnsampledDelivery(t *testing.T) {
 	h, exp := tracedHarness(t, sdktrace.NeverSample())
 	if r := h.post(t, "/webhook/order", "evt_ns", event, func(r *http.Request) { r.Header.Set("Traceparent", callerTraceparent) }); r.status != 200 {
 		t.Fatalf("status %d", r.status)
@@ -319,6 +335,10 @@ func TestTracingUnsampledDelivery(t *testing.T) {
 // With tracing off the caller's traceparent goes upstream as it came, and
 // its trace id is the access line's trace_id.
 func TestTracingOffKeepsTheCallersTraceparent(t *testing.T) {
+	forEachDoor(t, testTracingOffKeepsTheCallersTraceparent)
+}
+
+func testTracingOffKeepsTheCallersTraceparent(t *testing.T) {
 	h := newHarness(t, nil)
 	h.post(t, "/webhook/order", "evt_off", event, func(r *http.Request) { r.Header.Set("Traceparent", callerTraceparent) })
 	h.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -27,8 +26,10 @@ type Answer interface {
 	StatusCode() int
 	ContentType() string
 	Body() []byte
-	// CopyHeader adds the response headers, hop-by-hop ones excluded, to h.
-	CopyHeader(h http.Header)
+	// AppendHeader appends the response headers to dst as name, value
+	// pairs, without the hop-by-hop ones, Content-Length (the front door
+	// sets it) and X-Request-Id (the gateway answers with its own).
+	AppendHeader(dst []string) []string
 	Release()
 }
 
@@ -92,18 +93,19 @@ func (a fastAnswer) ContentType() string { return string(a.resp.Header.ContentTy
 func (a fastAnswer) Body() []byte        { return a.resp.Body() }
 func (a fastAnswer) Release()            { fasthttp.ReleaseResponse(a.resp) }
 
-func (a fastAnswer) CopyHeader(h http.Header) {
+func (a fastAnswer) AppendHeader(dst []string) []string {
 	var connTok []string
 	if c := a.resp.Header.Peek("Connection"); len(c) > 0 {
 		connTok = connectionTokens([]string{string(c)})
 	}
-	a.resp.Header.VisitAll(func(k, v []byte) {
+	for k, v := range a.resp.Header.All() {
 		name := string(k)
-		if isHop(name, connTok) || name == "Content-Length" {
-			return
+		if isHop(name, connTok) || name == "Content-Length" || name == "X-Request-Id" {
+			continue
 		}
-		h[name] = append(h[name], string(v))
-	})
+		dst = append(dst, name, string(v))
+	}
+	return dst
 }
 
 func (f *fastUpstream) Forward(ctx context.Context, r *Request, attempt int64, timeout time.Duration) (Answer, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/proxy"
 )
 
 // Framing probes: raw HTTP/1.x byte streams sent on a fresh loopback
@@ -564,14 +565,14 @@ var framingProbes = []framingProbe{
 		name:    "slow-head",
 		raw:     []byte("POST /framing/slow-head HTTP/1.1\r\nHost: gw\r\n"),
 		trickle: "X-Slow: 1\r\n",
-		wait:    readHeaderTimeout + 10*time.Second, slow: true,
+		wait:    proxy.DefaultLimits.ReadHeaderTimeout + 10*time.Second, slow: true,
 		closed: true,
 	},
 	{
 		name:    "slow-body",
 		raw:     []byte(freq("slow-body", "Content-Length: 1000\r\n", `{"id":"slow-body","pad":"`)),
 		trickle: "a",
-		wait:    readTimeout + 10*time.Second, slow: true, slowEnv: true,
+		wait:    proxy.DefaultLimits.ReadTimeout + 10*time.Second, slow: true, slowEnv: true,
 		answers: []int{408}, closed: true,
 	},
 }
@@ -833,7 +834,7 @@ func runFramingProbes(t *testing.T, dial func() net.Conn, upstream *framingUpstr
 				case p.slow && testing.Short():
 					t.Skip("slowloris: skipped with -short")
 				case p.slowEnv && os.Getenv(framingSlowEnv) != "1":
-					t.Skipf("slowloris bound by the %v read timeout: set %s=1 to run it", readTimeout, framingSlowEnv)
+					t.Skipf("slowloris bound by the %v read timeout: set %s=1 to run it", proxy.DefaultLimits.ReadTimeout, framingSlowEnv)
 				}
 				conn := dial()
 				if conn == nil {

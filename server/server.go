@@ -38,14 +38,6 @@ import (
 	"github.com/clawgate/clawgate/tracing"
 )
 
-// The listeners' limits, the same for the delivery and admin listeners.
-const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = 60 * time.Second
-	idleTimeout       = 120 * time.Second
-	maxHeaderBytes    = 64 << 10
-)
-
 // Server is one running clawgate: its listeners, store and handler, and
 // the background work it owns from Start to Shutdown.
 type Server struct {
@@ -58,8 +50,9 @@ type Server struct {
 	queue *queue.Manager
 	// qb is the queue's backend, closed after the queue (Kafka's clients
 	// commit and leave their groups).
-	qb    queue.Backend
-	srv   *http.Server
+	qb queue.Backend
+	// door serves deliveries (net/http or fasthttp, as cfg.Server says).
+	door  proxy.Door
 	admin *http.Server
 	addr  net.Addr // the delivery listener's address
 	// adminAddr is the admin listener's address; nil when it is off.
@@ -177,22 +170,13 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	if w, ok := raw.(durabilityWatcher); ok {
 		w.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m))
 	}
-	// Each answer gets its own write deadline (proxy.DefaultWriteTimeout,
-	// set as it starts), so WriteTimeout stays 0 here: a server-wide one
-	// would run from the request's arrival and cut slow upstreams' answers.
-	in.srv = &http.Server{
-		Handler:           gw,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	var tlsConfig *tls.Config
 	if cert != nil {
 		// The certificate is read at each handshake, so that Reload can
 		// replace it (cert-manager rotates the files) without a restart.
-		in.srv.TLSConfig = &tls.Config{GetCertificate: in.certificate}
+		tlsConfig = &tls.Config{GetCertificate: in.certificate}
 	}
+	in.door = proxy.NewDoor(cfg.Server, gw, proxy.DefaultLimits, tlsConfig, log)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		qm.Close(0)
@@ -222,33 +206,30 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 				QueueBackend: pinger(qb),
 				Reloader:     configReloader{in},
 			}),
-			ReadHeaderTimeout: readHeaderTimeout,
-			ReadTimeout:       readTimeout,
-			IdleTimeout:       idleTimeout,
-			MaxHeaderBytes:    maxHeaderBytes,
+			// The delivery listener's limits.
+			ReadHeaderTimeout: proxy.DefaultLimits.ReadHeaderTimeout,
+			ReadTimeout:       proxy.DefaultLimits.ReadTimeout,
+			IdleTimeout:       proxy.DefaultLimits.IdleTimeout,
+			MaxHeaderBytes:    proxy.DefaultLimits.MaxHeaderBytes,
 			// Long enough for a 30 s CPU profile, short enough that a
 			// caller that stops reading lets go.
 			WriteTimeout: 2 * time.Minute,
 			ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
-		go in.serve(in.admin, aln, false)
+		go func() {
+			if err := in.admin.Serve(aln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				in.errc <- err
+			}
+		}()
 	}
-	go in.serve(in.srv, ln, cfg.TLS.CertFile != "")
-	log.Info("clawgate listening", "addr", in.addr.String(), "admin", cfg.Admin.Listen,
+	go func() {
+		if err := in.door.Serve(ln); err != nil {
+			in.errc <- err
+		}
+	}()
+	log.Info("clawgate listening", "addr", in.addr.String(), "server", string(cfg.Server), "admin", cfg.Admin.Listen,
 		"store", cfg.Store.Backend, "routes", len(cfg.Routes), "version", o.Version)
 	return in, nil
-}
-
-func (in *Server) serve(srv *http.Server, ln net.Listener, useTLS bool) {
-	var err error
-	if useTLS {
-		err = srv.ServeTLS(ln, "", "") // srv.TLSConfig.GetCertificate
-	} else {
-		err = srv.Serve(ln)
-	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		in.errc <- err
-	}
 }
 
 // Addr is the delivery listener's address.
@@ -348,9 +329,9 @@ func loadCertificate(t config.TLS) (*tls.Certificate, error) {
 func (in *Server) Shutdown(grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := in.srv.Shutdown(ctx); err != nil {
+	if err := in.door.Shutdown(ctx); err != nil {
 		in.log.Warn("grace period over; cutting requests in flight", "error", err.Error())
-		in.srv.Close()
+		in.door.Close()
 	}
 	// The queue's workers stop reading and get what is left of the grace
 	// period for the tries they hold; the rest go back for another

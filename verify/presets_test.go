@@ -404,7 +404,7 @@ func checkKey(t *testing.T, p Preset, c Config, v Verifier, h http.Header, body,
 		t.Fatal(err)
 	}
 	req := &http.Request{Method: http.MethodPost, Header: h}
-	key, err := spec.Derive(req, body)
+	key, err := deriveReq(spec, req, body)
 	if err != nil {
 		t.Fatalf("key: %v", err)
 	}
@@ -425,7 +425,7 @@ func checkKey(t *testing.T, p Preset, c Config, v Verifier, h http.Header, body,
 		if _, err := v.Verify(h, other, now); err != nil {
 			t.Fatalf("the copy under another key does not verify: %v", err)
 		}
-		k2, _ := spec.Derive(req, other)
+		k2, _ := deriveReq(spec, req, other)
 		d2, ok2 := d.SignedDigest(h, other)
 		if k2 == key || !ok1 || !ok2 || d1 != d2 {
 			t.Errorf("copy: key %q vs %q, digests equal %v", k2, key, d1 == d2)
@@ -442,7 +442,7 @@ func checkKey(t *testing.T, p Preset, c Config, v Verifier, h http.Header, body,
 				t.Errorf("key %v reads the body, which the scheme does not sign", p.Key)
 			}
 			// The changed body derives another key and does not verify.
-			k2, _ := spec.Derive(req, changed)
+			k2, _ := deriveReq(spec, req, changed)
 			if k2 == key {
 				t.Errorf("the key %q does not depend on the signed id", key)
 			}
@@ -617,4 +617,16 @@ func containsFold(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// deriveReq derives k's key from r (nil: no request) and body.
+func deriveReq(k *dedupe.KeySpec, r *http.Request, body []byte) (string, error) {
+	if r == nil {
+		return k.Derive(nil, "", body)
+	}
+	q := ""
+	if r.URL != nil {
+		q = r.URL.RawQuery
+	}
+	return k.Derive(r.Header, q, body)
 }

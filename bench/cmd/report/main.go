@@ -1,14 +1,19 @@
 // Command report turns the result lines bench/run.sh collected into the
 // comparison tables: medians over rounds, each target's ratio to Nginx from
-// the same round, the delivery queue's acknowledgements (on Redis, and on
-// Kafka against kfake) against sync forwarding on Redis, the fixed-rate
-// latency added over direct and the queues' accepted-to-delivered delay,
-// CPU use, memory per key, and the issue's targets met or missed. It prints them and writes
+// the same round (req/s, and CPU per request: Nginx's over the target's, so
+// higher is better on both), the delivery queue's acknowledgements (on
+// Redis, and on Kafka against kfake) against sync forwarding on Redis, the
+// fixed-rate latency added over direct and the queues' accepted-to-delivered
+// delay, CPU use and what other work on the machine took, memory per key,
+// and the targets met or missed (the issue's, and the fasthttp front door's
+// against Nginx and net/http's against Caddy). It prints them and writes
 // docs/benchmarks.md (or -doc).
 //
 // Input (-results): one record per line, space-separated key=value pairs:
 //
 //	kind=wrk round=1 case=unique target=nginx rps=... p50_us=... p99_us=... status_err=... cpu_proxy=...
+//	  proxy_cpu_us=... total_cpu_us=... cpu_others=... (CPU microseconds over the run: the proxy's, and
+//	  wrk's load + the upstream + the proxy + Redis + kfake; divided by requests=...)
 //	kind=rate round=1 target=clawgate-memory p50_us=... p99_us=... non2xx=... errors=...
 //	kind=memkey keys=... heap_beyond_body=... rss_beyond_body=...
 //
@@ -47,19 +52,24 @@ func (r rec) f(k string) float64 {
 
 var (
 	cases   = []string{"unique", "dup", "mix"}
-	targets = []string{"direct", "nginx", "clawgate-memory", "clawgate-redis", queueTarget, kafkaTarget}
+	targets = []string{"direct", "nginx", "haproxy", "caddy", "clawgate-memory", "clawgate-redis",
+		"clawgate-fasthttp-memory", "clawgate-fasthttp-redis", queueTarget, kafkaTarget}
 	caseDoc = map[string]string{
 		"unique": "unique (new key each)",
 		"dup":    "duplicates (one key)",
 		"mix":    "mix (80/20)",
 	}
 	targetDoc = map[string]string{
-		"direct":          "direct",
-		"nginx":           "nginx",
-		"clawgate-memory": "clawgate (memory)",
-		"clawgate-redis":  "clawgate (redis)",
-		queueTarget:       "clawgate (redis, queue)",
-		kafkaTarget:       "clawgate (kafka, queue)",
+		"direct":                   "direct",
+		"nginx":                    "nginx",
+		"haproxy":                  "haproxy",
+		"caddy":                    "caddy",
+		"clawgate-memory":          "clawgate (memory)",
+		"clawgate-redis":           "clawgate (redis)",
+		"clawgate-fasthttp-memory": "clawgate fasthttp (memory)",
+		"clawgate-fasthttp-redis":  "clawgate fasthttp (redis)",
+		queueTarget:                "clawgate (redis, queue)",
+		kafkaTarget:                "clawgate (kafka, queue)",
 	}
 	// queueTargets are the targets with delivery: queue.
 	queueTargets = []string{queueTarget, kafkaTarget}
@@ -82,6 +92,31 @@ const kfakeNote = "The Kafka figures are against kfake (franz-go's `pkg/kfake`, 
 	"so both its produce latency and its capacity differ; rerun against your own cluster before relying on them"
 
 func isQueue(t string) bool { return slices.Contains(queueTargets, t) }
+
+// usesRedis tells the targets whose store (or, on Kafka, ledger) is the
+// bench Redis.
+func usesRedis(t string) bool { return strings.Contains(t, "redis") || t == kafkaTarget }
+
+// goal is a target of the front doors: on case c, target t against ref
+// (Nginx, or Caddy) in the same round, both req/s (t's over ref's) and CPU
+// per request (ref's over t's: higher is cheaper) at least want.
+type goal struct {
+	c, t, ref string
+	want      float64
+}
+
+// goals: the fasthttp front door against Nginx, and the net/http one
+// against Caddy (a Go reverse proxy on the same net/http server).
+var goals = []goal{
+	{"unique", "clawgate-fasthttp-memory", "nginx", 0.65},
+	{"dup", "clawgate-fasthttp-memory", "nginx", 2.0},
+	{"unique", "clawgate-fasthttp-redis", "nginx", 0.35},
+	{"unique", "clawgate-memory", "caddy", 1.3},
+}
+
+// othersWarn is the share of one core (percent) that other tenants took
+// during a run above which the report warns that the machine was busy.
+const othersWarn = 25
 
 // queueGoal is the unique case's acks/s of the queue over sync forwarding
 // on Redis (clawgate-redis), from the medians, that is aimed at.
@@ -110,6 +145,7 @@ func main() {
 		}
 	}
 	r := analyse(recs)
+	r.meta = metaLines
 	var text strings.Builder
 	r.text(&text)
 	fmt.Print(text.String())
@@ -187,7 +223,9 @@ type row struct {
 	cpuRedis, cpuWrk, cpu float64 // cpu: the whole machine's busy share, percent
 	cpuKafka              float64 // kfake's, on the Kafka target
 	cpuOthers             float64 // other tenants, percent of one core
-	cpuPerReq, cpuPerReqX float64 // proxy CPU microseconds per request; ratio to nginx's
+	cpuPerReq, cpuPerReqX float64 // proxy CPU microseconds per request; nginx's over it
+	cpuAll, cpuAllX       float64 // all CPU per request (wrk's load, upstream, proxy, redis, kafka); nginx's over it
+	wrkSetupMs            float64 // wrk's loading of the request file, left out of the figures above
 	logBytes              float64
 	q                     *queueStats // the queue targets only
 }
@@ -246,17 +284,29 @@ type check struct {
 type report struct {
 	rows     map[string]map[string]*row
 	rate     map[string]*rateRow
+	wrk      map[string]map[string]map[string]rec // case, round, target
 	memkey   rec
 	rounds   int
 	checks   []check
+	goals    []goalResult
+	others   []float64 // every throughput run's other tenants, percent of one core
+	busy     []float64 // every throughput run's machine busy share, percent
+	meta     []string  // "Name: value" lines, for the load averages
 	errors   []string
 	warnings []string
+}
+
+// goalResult is a goal's medians of per-round ratios and verdicts.
+type goalResult struct {
+	goal
+	rpsX, cpuX float64 // NaN: not measured
 }
 
 func analyse(recs []rec) *report {
 	r := &report{rows: map[string]map[string]*row{}, rate: map[string]*rateRow{}}
 	// Index throughput runs by case, round, target.
 	wrk := map[string]map[string]map[string]rec{}
+	r.wrk = wrk
 	rate := map[string]map[string]rec{}
 	for _, x := range recs {
 		switch x["kind"] {
@@ -270,6 +320,10 @@ func analyse(recs []rec) *report {
 			}
 			wrk[c][rd][t] = x
 			r.checkWrk(x)
+			if _, ok := x["cpu_others"]; ok {
+				r.others = append(r.others, x.f("cpu_others"))
+				r.busy = append(r.busy, x.f("cpu_machine"))
+			}
 		case "rate":
 			rd, t := x["round"], x["target"]
 			if rate[rd] == nil {
@@ -288,7 +342,7 @@ func analyse(recs []rec) *report {
 		rounds := wrk[c]
 		r.rounds = max(r.rounds, len(rounds))
 		for _, t := range targets {
-			var rps, p50, p99, rpsX, p50X, p99X, cp, cu, cr, ck, cw, cm, co, lb, cpr, cprX []float64
+			var rps, p50, p99, rpsX, p50X, p99X, cp, cu, cr, ck, cw, cm, co, lb, cpr, cprX, ca, caX, ws []float64
 			var all []rec
 			for _, byT := range rounds {
 				x, ok := byT[t]
@@ -308,8 +362,11 @@ func analyse(recs []rec) *report {
 				co = append(co, x.f("cpu_others"))
 				lb = append(lb, x.f("log_bytes_per_req"))
 				cpr = append(cpr, cpuPerReq(x))
+				ca = append(ca, cpuAll(x))
+				ws = append(ws, x.f("cpu_wrk_setup_ms"))
 				if ng, ok := byT["nginx"]; ok {
-					cprX = append(cprX, cpuPerReq(x)/cpuPerReq(ng))
+					cprX = append(cprX, cpuPerReq(ng)/cpuPerReq(x))
+					caX = append(caX, cpuAll(ng)/cpuAll(x))
 					rpsX = append(rpsX, x.f("rps")/ng.f("rps"))
 					p50X = append(p50X, x.f("p50_us")/ng.f("p50_us"))
 					p99X = append(p99X, x.f("p99_us")/ng.f("p99_us"))
@@ -326,6 +383,7 @@ func analyse(recs []rec) *report {
 				rpsX: median(rpsX), p50X: median(p50X), p99X: median(p99X),
 				cpuProxy: median(cp), cpuUp: median(cu), cpuRedis: median(cr), cpuKafka: median(ck), cpuWrk: median(cw), cpu: median(cm), cpuOthers: median(co),
 				logBytes: median(lb), cpuPerReq: median(cpr), cpuPerReqX: median(cprX),
+				cpuAll: median(ca), cpuAllX: median(caX), wrkSetupMs: median(ws),
 				q: queueOf(all),
 			}
 		}
@@ -356,17 +414,53 @@ func analyse(recs []rec) *report {
 				added: median(added), vsNginx: median(vs), q: queueOf(all)}
 		}
 	}
+	if n := len(slices.DeleteFunc(slices.Clone(r.others), func(v float64) bool { return !(v > othersWarn) })); n > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("in %d of %d throughput runs other work on the machine took more than %d%% of a core (at most %.0f%%): "+
+			"those runs' req/s are low by about that share; CPU per request and the per-round ratios are less affected", n, len(r.others), othersWarn, slices.Max(r.others)))
+	}
 	r.targetChecks()
+	for _, g := range goals {
+		rx, cx := r.ratioTo(g.c, g.t, g.ref)
+		r.goals = append(r.goals, goalResult{goal: g, rpsX: rx, cpuX: cx})
+	}
 	return r
 }
 
+// ratioTo is case c's medians of the per-round ratios of target t to ref:
+// req/s (t's over ref's) and all CPU per request (ref's over t's, so higher
+// is better on both). NaN when no round has both.
+func (r *report) ratioTo(c, t, ref string) (rpsX, cpuX float64) {
+	var rx, cx []float64
+	for _, byT := range r.wrk[c] {
+		x, ok1 := byT[t]
+		y, ok2 := byT[ref]
+		if !ok1 || !ok2 {
+			continue
+		}
+		rx = append(rx, x.f("rps")/y.f("rps"))
+		cx = append(cx, cpuAll(y)/cpuAll(x))
+	}
+	return median(rx), median(cx)
+}
+
 // cpuPerReq is the proxy's CPU time per request in microseconds (NaN for
-// direct, which has no proxy).
+// direct, which has no proxy): from proxy_cpu_us over the requests, or,
+// in older result lines, from its percent of a core over the req/s.
 func cpuPerReq(x rec) float64 {
 	if x["target"] == "direct" {
 		return math.NaN()
 	}
+	if _, ok := x["proxy_cpu_us"]; ok {
+		return x.f("proxy_cpu_us") / x.f("requests")
+	}
 	return x.f("cpu_proxy") / 100 * 1e6 / x.f("rps")
+}
+
+// cpuAll is the CPU time per request in microseconds of everything that
+// served it: wrk's load (its setup left out), the upstream, the proxy,
+// Redis and kfake (NaN in result lines without total_cpu_us).
+func cpuAll(x rec) float64 {
+	return x.f("total_cpu_us") / x.f("requests")
 }
 
 func (r *report) checkWrk(x rec) {
@@ -559,7 +653,7 @@ func (r *report) rateRows() [][]string {
 		if t != "direct" {
 			added = ms(rr.added)
 		}
-		if strings.HasPrefix(t, "clawgate") && !math.IsNaN(rr.vsNginx) {
+		if t != "direct" && t != "nginx" && !math.IsNaN(rr.vsNginx) {
 			vs = fmt.Sprintf("%+.2f ms", rr.vsNginx/1000)
 		}
 		rows = append(rows, []string{targetDoc[t], ms(rr.p50), ms(rr.p99), ms(rr.p999), ms(rr.max), added, vs})
@@ -705,7 +799,7 @@ func (r *report) cpuRows() [][]string {
 			if t == "direct" {
 				proxy = "-"
 			}
-			if !strings.HasPrefix(t, "clawgate-redis") && t != kafkaTarget {
+			if !usesRedis(t) {
 				redis = "-"
 			}
 			if t != kafkaTarget {
@@ -721,7 +815,88 @@ func (r *report) cpuRows() [][]string {
 	return rows
 }
 
-var cpuHead = []string{"case", "target", "proxy", "proxy CPU per request", "÷ nginx", "upstream", "redis", "kafka (kfake)", "wrk", "other tenants", "machine busy"}
+var cpuHead = []string{"case", "target", "proxy", "proxy CPU per request", "nginx's ÷ this", "upstream", "redis", "kafka (kfake)", "wrk", "other tenants", "machine busy"}
+
+func us(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.1f µs", v)
+	}
+	return fmt.Sprintf("%.0f µs", v)
+}
+
+// effRows: per case and target, req/s and all CPU per request, both as
+// ratios to nginx (per round, then the median), the proxy's own CPU per
+// request, and what other work took from the machine meanwhile.
+func (r *report) effRows() [][]string {
+	var rows [][]string
+	for _, c := range cases {
+		for _, t := range targets {
+			row := r.rows[c][t]
+			if row == nil {
+				continue
+			}
+			rows = append(rows, []string{caseDoc[c], targetDoc[t], fmt.Sprintf("%.0f", row.rps), x(row.rpsX),
+				us(row.cpuAll), x(row.cpuAllX), us(row.cpuPerReq), pct(row.cpuOthers)})
+		}
+	}
+	return rows
+}
+
+var effHead = []string{"case", "target", "req/s", "req/s ÷ nginx", "CPU per request (all)", "nginx's ÷ this", "proxy CPU per request", "other tenants"}
+
+// verdictOf is a goal's verdict on one ratio.
+func verdictOf(v, want float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "not measured"
+	case v >= want:
+		return "MET"
+	}
+	return "MISSED"
+}
+
+func (g goal) name() string {
+	return fmt.Sprintf("%s, %s ÷ %s", caseDoc[g.c], targetDoc[g.t], targetDoc[g.ref])
+}
+
+func (r *report) goalRows() [][]string {
+	var rows [][]string
+	for _, g := range r.goals {
+		rows = append(rows, []string{g.name(), fmt.Sprintf(">= %.2f", g.want), x(g.rpsX), verdictOf(g.rpsX, g.want), x(g.cpuX), verdictOf(g.cpuX, g.want)})
+	}
+	return rows
+}
+
+var goalHead = []string{"goal", "want", "req/s ratio", "verdict", "CPU per request ratio", "verdict"}
+
+// loadLine says how busy the machine was with other work during the
+// throughput runs, and its load averages from -meta.
+func (r *report) loadLine() string {
+	if len(r.others) == 0 {
+		return "not measured"
+	}
+	s := fmt.Sprintf("other tenants took a median %.0f%% of one core (at most %.0f%%) during the %d throughput runs; the machine was busy a median %.0f%% of all its cores",
+		median(r.others), slices.Max(r.others), len(r.others), median(r.busy))
+	if v := r.metaValue("Load average (1, 5, 15 min) at start"); v != "" {
+		s += "; load average " + v + " at the start"
+		if e := r.metaValue("Load average at end"); e != "" {
+			s += ", " + e + " at the end"
+		}
+	}
+	return s
+}
+
+func (r *report) metaValue(name string) string {
+	for _, l := range r.meta {
+		if k, v, ok := strings.Cut(l, ": "); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
 
 func (r *report) checkRows() [][]string {
 	var rows [][]string
@@ -748,6 +923,10 @@ func (r *report) memLine() string {
 func (r *report) text(w io.Writer) {
 	fmt.Fprintf(w, "\nThroughput: medians of %d round(s); ratios are per round against nginx, then the median\n\n", r.rounds)
 	table(w, false, throughputHead, r.throughputRows())
+	fmt.Fprintf(w, "\nPer request: req/s and CPU per request (all: wrk's load + upstream + proxy + redis + kafka, from /proc), medians;\n"+
+		"ratios per round to nginx, then the median (CPU: nginx's over the target's, so higher is better on both)\n\n")
+	table(w, false, effHead, r.effRows())
+	fmt.Fprintf(w, "\nMachine load: %s\n", r.loadLine())
 	if rows := r.queueRows(); len(rows) > 0 {
 		fmt.Fprintf(w, "\nDelivery queue (clawgate (redis, queue), clawgate (kafka, queue)): acks/s are 202s answered once the event is stored; the queue was\n"+
 			"waited for after each run. Delay: accepted to delivered, from the gateway's histogram (approximate within the bucket bounds)\n\n")
@@ -769,6 +948,9 @@ func (r *report) text(w io.Writer) {
 	fmt.Fprintf(w, "\nMemory store: %s\n", r.memLine())
 	fmt.Fprintf(w, "\nTargets\n\n")
 	table(w, false, []string{"target", "got", "want", "verdict"}, r.checkRows())
+	fmt.Fprintf(w, "\nTargets of the front doors: fasthttp against nginx, net/http against caddy (medians of per-round ratios;\n"+
+		"req/s: the target's over the reference's; CPU per request, all processes: the reference's over the target's)\n\n")
+	table(w, false, goalHead, r.goalRows())
 	for _, s := range r.warnings {
 		fmt.Fprintln(w, "WARNING:", s)
 	}
@@ -787,7 +969,7 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		return "?"
 	}
 	fmt.Fprintf(w, "# Benchmarks\n\n")
-	fmt.Fprintf(w, "clawgate next to Nginx in front of the same upstream, on one machine over loopback. "+
+	fmt.Fprintf(w, "clawgate (its net/http and fasthttp front doors) next to Nginx, HAProxy and Caddy in front of the same upstream, on one machine over loopback. "+
 		"Generated by `make bench` (`bench/run.sh`); every number below is from the run described here, "+
 		"so rerun it on your own hardware before relying on it.\n\n")
 	fmt.Fprintf(w, "## Machine and run\n\n")
@@ -795,6 +977,7 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		k, v, _ := strings.Cut(l, ": ")
 		fmt.Fprintf(w, "- **%s**: %s\n", k, v)
 	}
+	fmt.Fprintf(w, "- **Other work on the machine**: %s\n", r.loadLine())
 	fmt.Fprintf(w, "\n## Throughput\n\n")
 	fmt.Fprintf(w, "Medians of %d rounds. Each ratio is taken against Nginx in the same round (same case, "+
 		"minutes apart at most), then the median of those ratios is shown, so slow drift of a shared machine "+
@@ -806,6 +989,16 @@ func (r *report) markdown(w io.Writer, meta []string) {
 			"an in-process Go fake of Kafka on loopback with no disk and no replication, not a Kafka cluster.\n\n")
 	}
 	table(w, true, throughputHead, r.throughputRows())
+	fmt.Fprintf(w, "\n## Per request: throughput and CPU against Nginx\n\n")
+	fmt.Fprintf(w, "\"CPU per request (all)\" is the CPU time, from `/proc/PID/stat`, of every process that served the run's requests: "+
+		"wrk's load (its loading of the request file, before the load starts, is measured on its main thread and left out), "+
+		"the upstream, the proxy (Nginx's master and workers, HAProxy's master and workers, Caddy, clawgate) and, for the targets that use them, "+
+		"Redis and kfake; divided by the requests completed. On a machine that wrk, the proxy and the upstream saturate together, "+
+		"req/s follow it; unlike req/s it hardly depends on how the cores were shared, so it is the steadier comparison on a busy machine. "+
+		"Both are shown as ratios to Nginx taken in the same round, then the median: req/s the target's over Nginx's, "+
+		"CPU Nginx's over the target's, so higher is better on both. \"other tenants\" is the CPU other work on the machine took "+
+		"during the run, in percent of one core (see the CPU section).\n\n")
+	table(w, true, effHead, r.effRows())
 	fmt.Fprintf(w, "\n## The delivery queue: acknowledgements\n\n")
 	fmt.Fprintf(w, "*clawgate (redis, queue)* is the Redis target's route with `delivery: queue`: it answers 202 as soon as the "+
 		"event and its key's claim are stored in Redis, and 8 workers (the default) forward it to the upstream in the background. "+
@@ -853,6 +1046,11 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		"alone, not the gateway's bounded 10 s window of recent outcomes (`dedupe.cache_size`).\n\n", r.memLine())
 	fmt.Fprintf(w, "## Targets\n\n")
 	table(w, true, []string{"target", "got", "want", "verdict"}, r.checkRows())
+	fmt.Fprintf(w, "\n### The front doors\n\n")
+	fmt.Fprintf(w, "The fasthttp front door (`server: fasthttp`) against Nginx, and the default net/http one against Caddy "+
+		"(a Go reverse proxy on the same net/http server). Each goal is checked on both ratios, medians of the per-round ratios: "+
+		"req/s (the target's over the reference's) and CPU per request of all the processes (the reference's over the target's).\n\n")
+	table(w, true, goalHead, r.goalRows())
 	for _, s := range r.warnings {
 		fmt.Fprintf(w, "\nWarning: %s\n", s)
 	}
@@ -864,23 +1062,26 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		"(\"kafka (kfake)\": the kfake process of the Kafka target, which a real cluster would run on other machines); "+
 		"\"machine busy\" is the whole machine's share of all its cores (from `/proc/stat`), and \"other tenants\" is what "+
 		"the machine's busy time leaves after the bench's own processes: CPU that other work on the machine took during the run. "+
-		"\"proxy CPU per request\" is the proxy's CPU time divided by the requests it served: unlike req/s it hardly depends "+
-		"on how the cores were shared, so it is the steadier comparison on a busy machine. "+
-		"wrk's figure includes loading the request file.\n\n")
+		"\"proxy CPU per request\" is the proxy's CPU time divided by the requests it served, and \"nginx's ÷ this\" Nginx's "+
+		"figure over the target's in the same round (higher: the proxy is cheaper than Nginx). "+
+		"wrk's figure is its load only: its main thread's loading of the request file is left out.\n\n")
 	table(w, true, cpuHead, r.cpuRows())
 	fmt.Fprintf(w, "\n## Reading the results\n\n%s\n", reading)
 	fmt.Fprintf(w, "\n## Method\n\n%s\n", method(get, r))
 	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                      # the full run; writes this file\nBENCH_QUICK=1 bench/run.sh      # smoke run: 1 round of 2 s; writes no file unless BENCH_DOC=PATH\nROUNDS=5 DURATION=10 CONNECTIONS=128 bench/run.sh   # knobs\n```\n\n"+
-		"`bench/run.sh` installs what is missing (`wrk`, `nginx-light`, `redis-server`) with `scripts/ensure-pkg.sh`, "+
+		"`bench/run.sh` installs what is missing (`wrk`, `nginx-light`, `haproxy`, `caddy`, `redis-server`) with `scripts/ensure-pkg.sh`, "+
 		"builds clawgate and the tools in `bench/cmd/` into a temp dir, starts its own upstream, Nginx (its own config, "+
-		"pid file, logs and temp paths; never the system's), `redis-server` and, for the Kafka target, kfake "+
+		"pid file, logs and temp paths; never the system's), HAProxy and Caddy (their own configs and logs in the temp dir; "+
+		"Caddy with no admin endpoint and no automatic HTTPS, so a packaged caddy service on :80, :443 and :2019 is no conflict), "+
+		"`redis-server` and, for the Kafka target, kfake "+
 		"(`bench/cmd/kfake`) on ephemeral loopback ports, and stops them all when it exits. Every load run has a fixed duration and targets 127.0.0.1 only.\n")
 }
 
 const reading = `Everything runs on one machine: wrk, the proxy under test, the upstream and Redis share the same cores, so
 a run is a contest for CPU. With few cores the throughput of a target is set by how much CPU each request costs
-all those processes together, not by a limit inside the proxy: the CPU table shows each one's share, and "proxy CPU
-per request" is the figure to compare across targets (and across machines). The direct row is the ceiling of this
+all those processes together, not by a limit inside the proxy: the CPU table shows each one's share, and "CPU per
+request" (all the processes, in the per-request table) and "proxy CPU per request" (the proxy alone, in the CPU table)
+are the figures to compare across targets (and across machines). The direct row is the ceiling of this
 machine for the upstream and wrk alone. Latency in the throughput table is measured at saturation (every connection
 always busy), so it is queueing; the fixed-rate table is the one that says what a proxy adds to a request at a
 normal load.`
@@ -895,15 +1096,20 @@ func method(get func(string) string, r *report) string {
 	if !math.IsNaN(lb) && lb > 0 {
 		logNote += fmt.Sprintf(" (%.0f bytes per request: a formatted line and one write(2) each)", lb)
 	}
+	logNote += "; Nginx's access log does the same (combined format), HAProxy's its standard HTTP log line (`option httplog`; it logs only to syslog or " +
+		"to a file descriptor, so to its stdout, appended to a file) and Caddy's its JSON access lines (`log` with `output file`)"
+	if get("Access logs") == "null" {
+		logNote = "Access logs are off (BENCH_LOGS=null): clawgate's go to /dev/null, Nginx's `access_log off`, no log line in HAProxy's and Caddy's configs"
+	}
 	fmt.Fprintf(&b, `- **Upstream**: bench/cmd/upstream, a fasthttp server answering 200 with {"ok":true} and logging nothing, so it is never the bottleneck. Every target reaches this same process.
-- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *clawgate* on the memory store; (d) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run); (e) *clawgate (redis, queue)*: the same route on the same Redis with `+"`delivery: queue`"+` (default 8 workers) and `+"`queue.max_depth: 10000000`"+`, far above what a run sends, so no run meets the 503 of a full queue (FLUSHALL before every run too); (f) *clawgate (kafka, queue)*: the queue route of (e) with `+"`queue.backend: kafka`"+` (`+"`brokers`"+` one kfake broker, `+"`topic_prefix: bench.`"+`, `+"`partitions: 8`"+`, every other Kafka setting at its default), the keys' ledger on the same Redis; FLUSHALL and a fresh kfake (%s) before every run. clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency.key: [\"header:Idempotency-Key\"]`"+`, every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s; Nginx's access log does the same.
+- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *haproxy* %s: one frontend and one backend server (bench/haproxy.cfg.tmpl), `+"`mode http`"+`, keep-alive on both sides with `+"`http-reuse always`"+` (idle upstream connections shared by every client connection), `+"`nbthread`"+` the number of CPUs, timeouts of 120 s that no run meets, run in master-worker mode in the foreground (`+"`haproxy -W -db`"+`; its CPU is the master's and the workers'); (d) *caddy* %s: `+"`reverse_proxy`"+` to the upstream (bench/Caddyfile.tmpl) with keep-alive to it (64 idle connections kept), `+"`admin off`"+`, `+"`auto_https off`"+`, only its own loopback port; (e) *clawgate* on the memory store; (f) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run); (g) *clawgate fasthttp (memory)* and *clawgate fasthttp (redis)*: the configs of (e) and (f) plus `+"`server: fasthttp`"+`, the front door on fasthttp's server instead of net/http's (FLUSHALL before every Redis run too); (h) *clawgate (redis, queue)*: the same route on the same Redis with `+"`delivery: queue`"+` (default 8 workers) and `+"`queue.max_depth: 10000000`"+`, far above what a run sends, so no run meets the 503 of a full queue (FLUSHALL before every run too); (i) *clawgate (kafka, queue)*: the queue route of (h) with `+"`queue.backend: kafka`"+` (`+"`brokers`"+` one kfake broker, `+"`topic_prefix: bench.`"+`, `+"`partitions: 8`"+`, every other Kafka setting at its default), the keys' ledger on the same Redis; FLUSHALL and a fresh kfake (%s) before every run. clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency: {required: true, key: [\"json:id\"]}`"+` (the signed body's id), every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s.
 - **Deliveries**: bench/cmd/presign signs %s deliveries up front: 1 KiB JSON bodies carrying a distinct 36-byte UUID-shaped key, each with its own X-Signature. The file stores the body template once and one "key signature" line per delivery (%s). bench/wrk/deliveries.lua loads it into each wrk thread and rebuilds each request with `+"`wrk.format`"+`; thread t takes deliveries t, t+T, t+2T… so threads never share a key.
-- **Cases**: *unique*: every request a new key, so clawgate verifies, claims, forwards and stores each one. clawgate is restarted (fresh memory store; Redis flushed) before every run, so a key can only repeat if a run outlasts the file: the Lua script counts that ("wrapped") and the report fails the run for clawgate. *duplicates*: one key, primed with a single delivery before the run, then replayed from the local window by every request. *mix*: every 5th request (20 %%) repeats a key the same wrk thread sent 1,000 to 5,000 requests earlier (finished by then, within the 10 s window); the other 80 %% are new keys. Direct and Nginx get exactly the same requests and simply forward them.
-- **Load**: %s, %s connections over %s threads, %s per run, no warm-up beyond clawgate's start; req/s and p50/p99 come from wrk's own counters via the script's done(). Any answer with status >= 400 or socket error fails the run (401 = signing broken, 409 = a key still in flight, 422 = key reused). Rounds: %s; in each round the cases run in turn and the target order rotates by one per round, so no target is always first after an idle pause.
+- **Cases**: *unique*: every request a new key, so clawgate verifies, claims, forwards and stores each one. clawgate is restarted (fresh memory store; Redis flushed) before every run, so a key can only repeat if a run outlasts the file: the Lua script counts that ("wrapped") and the report fails the run for clawgate. *duplicates*: one key, primed with a single delivery before the run, then replayed from the local window by every request. *mix*: every 5th request (20 %%) repeats a key the same wrk thread sent 1,000 to 5,000 requests earlier (finished by then, within the 10 s window); the other 80 %% are new keys. Direct, Nginx, HAProxy and Caddy get exactly the same requests and simply forward them.
+- **Load**: %s, %s connections over %s threads, %s per run, no warm-up beyond clawgate's start; req/s and p50/p99 come from wrk's own counters via the script's done(); CPU from `+"`/proc`"+` around the wrk run, divided by the requests it completed. Any answer with status >= 400 or socket error fails the run (401 = signing broken, 409 = a key still in flight, 422 = key reused). Rounds: %s; in each round the cases run in turn and the target order rotates by one per round, so no target is always first after an idle pause.
 - **Fixed rate**: bench/cmd/rate, %s for %s per target (first second not recorded), up to 64 connections, unique keys, %s round(s); clawgate restarted before each. On the queue targets the script then waits for the queue to drain and reads the delay histogram from /metrics (bench/cmd/promq).
 - **Kafka**: kfake is not Kafka. %s.
-- **Noise**: the machine is shared. The load average at the start and end of the run is listed above; the CPU table shows how busy the machine was during each run.
-`, get("nginx"), get("redis"), kfakeMethod(get), logNote, get("Deliveries"), get("Request file"), get("wrk"), get("Connections"), get("Threads"), get("Duration"), get("Rounds"), get("Fixed rate"), get("Fixed-rate duration"), get("Fixed-rate rounds"), kfakeNote)
+- **Noise**: the machine is shared. The load average at the start and end of the run and what other work took during the runs are listed above; the CPU table shows how busy the machine was during each run.
+`, get("nginx"), get("haproxy"), get("caddy"), get("redis"), kfakeMethod(get), logNote, get("Deliveries"), get("Request file"), get("wrk"), get("Connections"), get("Threads"), get("Duration"), get("Rounds"), get("Fixed rate"), get("Fixed-rate duration"), get("Fixed-rate rounds"), kfakeNote)
 	return b.String()
 }
 

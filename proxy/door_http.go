@@ -1,0 +1,72 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+)
+
+// The net/http front door: Go's standard server reads the request
+// (HTTP/1.1, and HTTP/2 over TLS), the delivery steps run on a view of it,
+// and their answer is written back here.
+
+// ServeHTTP serves one delivery from net/http's server.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in := httpInbound(r)
+	d := g.serve(&in)
+	defer g.end(d)
+	if d.out.status == StatusClientClosed {
+		// Nothing is written: the exchange ends without an answer, so that
+		// net/http does not send an implicit 200 for a delivery that was
+		// never forwarded. (end runs, deferred, on the way out.)
+		panic(http.ErrAbortHandler)
+	}
+	h := w.Header()
+	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 || r.ProtoMajor == 1 && r.ProtoMinor == 0 {
+		// A chunked request may also have carried a Content-Length, which
+		// net/http drops without a trace: two framings in one request are a
+		// smuggling attempt (RFC 9112 section 6.1), so the connection is
+		// closed after the answer and nothing pipelined behind it is read.
+		// HTTP/1.0 is closed after every answer: net/http frames it by
+		// Content-Length and drops a Transfer-Encoding before the handler
+		// could see it (RFC 9112 asks to close after such a message), and
+		// it honours "Connection: keep-alive, close" as keep-alive.
+		h["Connection"] = closeValue
+	}
+	for i := 0; i+1 < len(d.out.header); i += 2 {
+		name := d.out.header[i]
+		h[name] = append(h[name], d.out.header[i+1])
+	}
+	// The answer gets its own write deadline, so a caller that stops
+	// reading cannot hold the handler (and the memory of the answer) for
+	// longer than the write timeout. net/http's HTTP/1 and HTTP/2 response
+	// writers have the method; this handler is never wrapped.
+	if wd, ok := w.(writeDeadliner); ok {
+		_ = wd.SetWriteDeadline(time.Now().Add(g.writeTimeout))
+	}
+	w.WriteHeader(d.out.status)
+	n, _ := w.Write(d.out.body)
+	d.bytesOut = int64(n)
+}
+
+// httpInbound is the steps' view of r.
+func httpInbound(r *http.Request) inbound {
+	return inbound{
+		method:        r.Method,
+		host:          r.Host,
+		path:          r.URL.Path,
+		rawPath:       r.URL.RawPath,
+		rawQuery:      r.URL.RawQuery,
+		header:        r.Header,
+		body:          r.Body,
+		contentLength: r.ContentLength,
+		remoteAddr:    r.RemoteAddr,
+		tls:           r.TLS != nil,
+		ctx:           r.Context(),
+	}
+}
+
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// closeValue is shared by the answers that close their connection;
+// net/http only reads it.
+var closeValue = []string{"close"}
