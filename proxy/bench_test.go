@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -89,24 +91,66 @@ func benchRequest(body []byte, key string) *http.Request {
 // benchDeliveries runs b.N signed deliveries of body through gw, each
 // under key(i) (evt_dup for every i: the duplicate path), checking each is
 // answered 200; every is called after every 1024 deliveries (nil: never).
+// It runs once per front door: sub-benchmarks nethttp (the handler given a
+// parsed *http.Request) and fasthttp (the handler given a parsed
+// fasthttp request): each door's view, steps and answer, without its
+// socket and parser.
 func benchDeliveries(b *testing.B, gw *proxy.Gateway, body []byte, key func(i int) string, every func()) {
-	sig := sign(body)
-	w := &discardWriter{h: http.Header{}}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		r := httptest.NewRequest(http.MethodPost, "http://gw/webhook/order", bytes.NewReader(body))
-		r.Header.Set("X-Signature", sig)
-		r.Header.Set("Idempotency-Key", key(i))
-		clear(w.h)
-		gw.ServeHTTP(w, r)
-		w.expect(b, http.StatusOK)
-		if every != nil && i%1024 == 1023 {
-			every()
+	b.Run("nethttp", func(b *testing.B) {
+		sig := sign(body)
+		w := &discardWriter{h: http.Header{}}
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			r := httptest.NewRequest(http.MethodPost, "http://gw/webhook/order", bytes.NewReader(body))
+			r.Header.Set("X-Signature", sig)
+			r.Header.Set("Idempotency-Key", key(i))
+			clear(w.h)
+			gw.ServeHTTP(w, r)
+			w.expect(b, http.StatusOK)
+			if every != nil && i%1024 == 1023 {
+				every()
+			}
 		}
-	}
+	})
+	b.Run("fasthttp", func(b *testing.B) {
+		sig := sign(body)
+		var c fasthttp.RequestCtx
+		conn := &benchConn{}
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			c.Init2(conn, nil, false)
+			r := &c.Request
+			r.Header.SetMethod(http.MethodPost)
+			r.SetRequestURI("/webhook/order")
+			r.Header.SetHost("gw")
+			r.Header.Set("X-Signature", sig)
+			r.Header.Set("Idempotency-Key", key(i))
+			r.SetBody(body)
+			gw.ServeFastHTTP(&c)
+			if st := c.Response.StatusCode(); st != http.StatusOK {
+				b.Fatalf("status %d, want 200", st)
+			}
+			c.Request.Reset()
+			c.Response.Reset()
+			if every != nil && i%1024 == 1023 {
+				every()
+			}
+		}
+	})
 }
+
+// benchConn is the connection of the fasthttp benchmarks: only its
+// addresses are read.
+type benchConn struct{ net.Conn }
+
+var benchAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+
+func (*benchConn) RemoteAddr() net.Addr { return benchAddr }
+func (*benchConn) LocalAddr() net.Addr  { return benchAddr }
 
 func uniqueKey(i int) string { return "evt_" + strconv.Itoa(i) }
 

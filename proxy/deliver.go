@@ -25,7 +25,7 @@ import (
 
 // delivery is one request on its way through the steps.
 type delivery struct {
-	in     *inbound
+	in     inbound
 	out    reply
 	t      *table
 	rt     *route
@@ -35,6 +35,8 @@ type delivery struct {
 	path   string // in.path with dot segments resolved: matched, fingerprinted, forwarded
 	body   []byte
 	buf    *bytes.Buffer // holds body; back to bufPool at the delivery's end
+	// limited reads the body, up to one byte past max_body.
+	limited io.LimitedReader
 	key    string        // derived key, "" when unkeyed
 	scoped string        // route:key
 	fp     string
@@ -73,17 +75,18 @@ type delivery struct {
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // serve runs a delivery's steps in order (route, body, signature, key,
-// local window, store claim, then forward or answer the duplicate) and
-// returns it with its answer in d.out, for the front door to write. The
-// front door then calls end.
-func (g *Gateway) serve(in *inbound) *delivery {
+// local window, store claim, then forward or answer the duplicate) on the
+// request view a front door filled in d.in, and leaves the answer in
+// d.out for the front door to write. The front door then calls end.
+func (g *Gateway) serve(d *delivery) {
 	g.metrics.InFlight.Inc()
-	d := &delivery{in: in, t: g.tbl.Load(), start: time.Now(), gen: g.guard.Gen()}
-	tp := in.header.Get("Traceparent")
+	d.t, d.start, d.gen = g.tbl.Load(), time.Now(), g.guard.Gen()
+	d.out.header = d.out.hdr[:0]
+	tp := d.in.header.Get("Traceparent")
 	if g.tracer != nil {
 		tp = g.startTrace(d, tp)
 	}
-	d.reqID, d.trace = ids(in.header.Get("X-Request-Id"), tp)
+	d.reqID, d.trace = ids(d.in.header.Get("X-Request-Id"), tp)
 	d.buf = bufPool.Get().(*bytes.Buffer)
 	d.buf.Reset()
 	if err := g.deliver(d, d.buf); err != nil {
@@ -97,7 +100,6 @@ func (g *Gateway) serve(in *inbound) *delivery {
 		d.out.header, d.out.body = errorAnswer(d.out.header, d.se, name, d.reqID)
 	}
 	d.bytesOut = int64(len(d.out.body))
-	return d
 }
 
 // end finishes a delivery once its answer is written (or dropped): it
@@ -125,7 +127,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		return err
 	}
 	d.path = path
-	rt, err := d.t.match(d.in, path)
+	rt, err := d.t.match(&d.in, path)
 	d.rt = rt
 	if err != nil {
 		if rt != nil {
@@ -138,7 +140,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	}
 
 	// 2. Body, up to max_body.
-	err = readBody(d.in, buf, int64(rt.MaxBody))
+	err = d.readBody(buf, int64(rt.MaxBody))
 	d.bytesIn = int64(buf.Len())
 	if err != nil {
 		return err
@@ -297,14 +299,16 @@ var errKeyReused = fail(http.StatusUnprocessableEntity, metrics.OutcomeConflict,
 
 // readBody reads the whole body into buf, refusing more than max bytes:
 // a declared length past max is refused before any of the body is read.
-func readBody(in *inbound, buf *bytes.Buffer, max int64) error {
+func (d *delivery) readBody(buf *bytes.Buffer, max int64) error {
+	in := &d.in
 	if in.contentLength > max {
 		return errTooLarge
 	}
 	if in.contentLength > 0 {
 		buf.Grow(int(in.contentLength))
 	}
-	n, err := buf.ReadFrom(io.LimitReader(in.body, max+1))
+	d.limited = io.LimitedReader{R: in.body, N: max + 1}
+	n, err := buf.ReadFrom(&d.limited)
 	if err != nil {
 		// A body that ends early (the caller half-closed, or the read
 		// timeout fired mid-body) is never answered 2xx: it was not
@@ -387,7 +391,7 @@ func (g *Gateway) done(d *delivery) {
 	if !logged && d.span == nil {
 		return
 	}
-	client := clientOf(d.t, d.in)
+	client := clientOf(d.t, &d.in)
 	ua := clipUserAgent(d.in.header.Get("User-Agent"))
 	if d.span != nil {
 		endTrace(d, name, client, ua, d.se)

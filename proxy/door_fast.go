@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,42 +27,24 @@ import (
 
 // ServeFastHTTP serves one delivery from fasthttp's server.
 func (g *Gateway) ServeFastHTTP(c *fasthttp.RequestCtx) {
-	req := &c.Request
-	hs := headerScratchPool.Get().(*headerScratch)
-	defer hs.release()
-	in := inbound{
-		method:     string(req.Header.Method()),
-		host:       string(c.Host()),
-		remoteAddr: c.RemoteAddr().String(),
-		tls:        c.IsTLS(),
-	}
-	in.header, in.pairs = hs.read(&req.Header)
-	in.rawQuery = string(req.URI().QueryString())
-	var w hangUpWatch
-	in.watch = func() context.Context { return w.start(c) }
-	defer w.stop(c)
-
-	in.path, in.rawPath, in.refused = splitPath(req.URI().PathOriginal())
-	if cl := req.Header.ContentLength(); cl >= 0 {
-		in.contentLength = int64(cl)
-	} else {
-		in.contentLength = -1
-	}
-	if s := c.RequestBodyStream(); s != nil {
-		in.body = s
-	} else {
-		in.body = bytes.NewReader(req.Body())
-	}
-
-	d := g.serve(&in)
+	x := exchangePool.Get().(*fastExchange)
+	x.c = c
+	defer x.release()
+	d := &delivery{}
+	x.read(&d.in)
+	d.in.watch = x
+	g.serve(d)
 	defer g.end(d)
+	// The watch ends before the answer is written: fasthttp reads the
+	// connection again afterwards.
+	x.hangUp.stop(c)
 	if d.out.status == StatusClientClosed {
 		// Nothing is written: the connection is closed without an answer.
 		c.HijackSetNoResponse(true)
 		c.Hijack(func(net.Conn) {})
 		return
 	}
-	if in.contentLength < 0 || !req.Header.IsHTTP11() {
+	if d.in.contentLength < 0 || !c.Request.Header.IsHTTP11() {
 		// A chunked request is the only kind that could hide a second
 		// framing, and HTTP/1.0 keep-alive is where proxies disagree:
 		// both close their connection after the answer, as on the
@@ -70,7 +53,6 @@ func (g *Gateway) ServeFastHTTP(c *fasthttp.RequestCtx) {
 	}
 	resp := &c.Response
 	resp.Header.DisableNormalizing()
-	resp.Header.SetNoDefaultContentType(true)
 	for i := 0; i+1 < len(d.out.header); i += 2 {
 		resp.Header.Add(d.out.header[i], d.out.header[i+1])
 	}
@@ -79,14 +61,128 @@ func (g *Gateway) ServeFastHTTP(c *fasthttp.RequestCtx) {
 	resp.SetBody(d.out.body)
 }
 
+// fastExchange is the fasthttp front door's scratch for one request,
+// pooled: the bytes the view's strings are cut from, the body reader and
+// the hang-up watch.
+type fastExchange struct {
+	c      *fasthttp.RequestCtx
+	buf    []byte
+	offs   []int
+	body   bytes.Reader
+	hangUp hangUpWatch
+}
+
+var exchangePool = sync.Pool{New: func() any { return new(fastExchange) }}
+
+func (x *fastExchange) release() {
+	x.c, x.hangUp = nil, hangUpWatch{}
+	x.body.Reset(nil)
+	if cap(x.buf) <= 64<<10 {
+		exchangePool.Put(x)
+	}
+}
+
+// watch starts the hang-up watch (the steps asked for the context).
+func (x *fastExchange) watch() context.Context { return x.hangUp.start(x.c) }
+
+// read fills in from the request: every string of the view (header names
+// and values, path, query, host, peer address) is cut from one string, so
+// the view costs three allocations beyond the header map.
+func (x *fastExchange) read(in *inbound) {
+	c := x.c
+	req := &c.Request
+	x.buf, x.offs = x.buf[:0], x.offs[:0]
+	mark := func() { x.offs = append(x.offs, len(x.buf)) }
+	for k, v := range req.Header.All() {
+		if string(k) == "Host" {
+			continue
+		}
+		x.buf = append(x.buf, k...)
+		mark()
+		x.buf = append(x.buf, v...)
+		mark()
+	}
+	nh := len(x.offs)
+	uri := req.URI()
+	x.buf = append(x.buf, uri.PathOriginal()...)
+	mark()
+	x.buf = append(x.buf, uri.QueryString()...)
+	mark()
+	x.buf = append(x.buf, c.Host()...)
+	mark()
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		x.buf = a.AddrPort().AppendTo(x.buf)
+	} else {
+		x.buf = append(x.buf, c.RemoteAddr().String()...)
+	}
+	mark()
+	all := string(x.buf)
+	cut := func(i int) string {
+		start := 0
+		if i > 0 {
+			start = x.offs[i-1]
+		}
+		return all[start:x.offs[i]]
+	}
+	pairs := make([]string, nh)
+	for i := range pairs {
+		pairs[i] = cut(i)
+	}
+	in.header, in.pairs = headerMap(pairs), pairs
+	in.path, in.rawPath, in.refused = splitPath(cut(nh))
+	in.rawQuery, in.host, in.remoteAddr = cut(nh+1), cut(nh+2), cut(nh+3)
+	in.method = methodString(req.Header.Method())
+	in.tls = c.IsTLS()
+	if cl := req.Header.ContentLength(); cl >= 0 {
+		in.contentLength = int64(cl)
+	} else {
+		in.contentLength = -1
+	}
+	if s := c.RequestBodyStream(); s != nil {
+		in.body = s
+	} else {
+		x.body.Reset(req.Body())
+		in.body = &x.body
+	}
+}
+
+// headerMap indexes name, value pairs by name; its values alias pairs.
+func headerMap(pairs []string) http.Header {
+	n := len(pairs) / 2
+	h := make(http.Header, n)
+	vals := make([]string, n)
+	for i := 0; i < n; i++ {
+		name, v := pairs[2*i], pairs[2*i+1]
+		if prev, ok := h[name]; ok {
+			h[name] = append(prev, v)
+			continue
+		}
+		vals[i] = v
+		h[name] = vals[i : i+1 : i+1]
+	}
+	return h
+}
+
+// methodString returns the common methods without an allocation.
+func methodString(m []byte) string {
+	switch string(m) {
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodPut:
+		return http.MethodPut
+	}
+	return string(m)
+}
+
 var errBadPath = fail(http.StatusBadRequest, metrics.OutcomeRejected, "malformed request path", nil)
 
 // splitPath decodes a request URI's path as net/url does: path decoded,
 // rawPath the path as sent when that differs from path's default escaping.
-func splitPath(raw []byte) (path, rawPath string, err error) {
-	sent := string(raw)
+func splitPath(sent string) (path, rawPath string, err error) {
 	path = sent
-	if bytes.IndexByte(raw, '%') >= 0 {
+	if strings.IndexByte(sent, '%') >= 0 {
 		if path, err = url.PathUnescape(sent); err != nil {
 			return "", "", errBadPath
 		}
@@ -95,57 +191,6 @@ func splitPath(raw []byte) (path, rawPath string, err error) {
 		rawPath = sent
 	}
 	return path, rawPath, nil
-}
-
-// headerScratch turns fasthttp's request headers into the steps' header
-// map with three allocations: one string holding every name and value,
-// the pairs slice and the map (with one values slice).
-type headerScratch struct {
-	buf  []byte
-	offs []int
-}
-
-var headerScratchPool = sync.Pool{New: func() any { return new(headerScratch) }}
-
-func (hs *headerScratch) release() {
-	if cap(hs.buf) <= 64<<10 {
-		headerScratchPool.Put(hs)
-	}
-}
-
-// read returns h's headers, Host excluded, as a map and as pairs in the
-// order they came in; the map's values alias the pairs.
-func (hs *headerScratch) read(h *fasthttp.RequestHeader) (http.Header, []string) {
-	hs.buf, hs.offs = hs.buf[:0], hs.offs[:0]
-	for k, v := range h.All() {
-		if string(k) == "Host" {
-			continue
-		}
-		hs.buf = append(hs.buf, k...)
-		hs.offs = append(hs.offs, len(hs.buf))
-		hs.buf = append(hs.buf, v...)
-		hs.offs = append(hs.offs, len(hs.buf))
-	}
-	all := string(hs.buf)
-	pairs := make([]string, len(hs.offs))
-	start := 0
-	for i, end := range hs.offs {
-		pairs[i] = all[start:end]
-		start = end
-	}
-	n := len(pairs) / 2
-	header := make(http.Header, n)
-	vals := make([]string, n)
-	for i := 0; i < n; i++ {
-		name, v := pairs[2*i], pairs[2*i+1]
-		vals[i] = v
-		if prev, ok := header[name]; ok {
-			header[name] = append(prev, v)
-			continue
-		}
-		header[name] = vals[i : i+1 : i+1]
-	}
-	return header, pairs
 }
 
 // errHangUp is the cause of a request context cancelled because the

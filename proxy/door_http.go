@@ -11,8 +11,8 @@ import (
 
 // ServeHTTP serves one delivery from net/http's server.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	in := httpInbound(r)
-	d := g.serve(&in)
+	d := &delivery{in: httpInbound(r)}
+	g.serve(d)
 	defer g.end(d)
 	if d.out.status == StatusClientClosed {
 		// Nothing is written: the exchange ends without an answer, so that
@@ -32,9 +32,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it honours "Connection: keep-alive, close" as keep-alive.
 		h["Connection"] = closeValue
 	}
-	for i := 0; i+1 < len(d.out.header); i += 2 {
-		name := d.out.header[i]
-		h[name] = append(h[name], d.out.header[i+1])
+	// One values slice for the whole answer; a name given twice appends.
+	pairs := d.out.header
+	vals := make([]string, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		name, v := pairs[i], pairs[i+1]
+		if prev, ok := h[name]; ok {
+			h[name] = append(prev, v)
+			continue
+		}
+		vals[i/2] = v
+		h[name] = vals[i/2 : i/2+1 : i/2+1]
 	}
 	// The answer gets its own write deadline, so a caller that stops
 	// reading cannot hold the handler (and the memory of the answer) for

@@ -42,7 +42,7 @@ func newLimiter(rl config.RateLimit) *rate.Limiter {
 func (g *Gateway) admit(d *delivery) error {
 	rt := d.rt
 	if len(rt.AllowNets) > 0 {
-		client := d.t.clientAddr(d.in)
+		client := d.t.clientAddr(&d.in)
 		if !allowed(rt.AllowNets, client) {
 			rt.m.Refused(metrics.RefusedIPNotAllowed)
 			return fail(http.StatusForbidden, metrics.OutcomeRejected, "client address not allowed",

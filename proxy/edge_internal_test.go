@@ -112,7 +112,7 @@ func TestAdmitAllocatesNothingForAnAdmittedDelivery(t *testing.T) {
 	r.Header.Set("X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.0.0.1")
 	tbl := &table{trustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8")}}
 	in := httpInbound(r)
-	d := &delivery{in: &in, t: tbl, rt: rt, start: time.Unix(1_700_000_000, 0)}
+	d := &delivery{in: in, t: tbl, rt: rt, start: time.Unix(1_700_000_000, 0)}
 	g := &Gateway{}
 	if n := testing.AllocsPerRun(100, func() {
 		if err := g.admit(d); err != nil {

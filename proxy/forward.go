@@ -38,7 +38,7 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	if fsp != nil {
 		tp = formatTraceparent(fsp.SpanContext())
 	}
-	req := newRequest(d.in, rt.upstreamURI(d.in, d.path), d.body, d.key, d.reqID, tp, d.t.trusted(d.in.remoteAddr))
+	req := newRequest(&d.in, rt.upstreamURI(&d.in, d.path), d.body, d.key, d.reqID, tp, d.t.trusted(d.in.remoteAddr))
 	t0 := time.Now()
 	rctx := d.in.context()
 	ans, err := rt.upstream.Forward(rctx, req, d.attempt, rt.Timeout)

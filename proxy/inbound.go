@@ -48,8 +48,12 @@ type inbound struct {
 	// watch at the first step that waits on something (the store, the
 	// queue, the upstream).
 	ctx   context.Context
-	watch func() context.Context
+	watch watcher
 }
+
+// watcher starts a front door's watch for the caller hanging up and
+// returns the context it cancels then.
+type watcher interface{ watch() context.Context }
 
 // context returns the request's context, starting the front door's watch
 // for a hang-up if it has not started yet.
@@ -58,7 +62,7 @@ func (in *inbound) context() context.Context {
 		if in.watch == nil {
 			return context.Background()
 		}
-		in.ctx = in.watch()
+		in.ctx = in.watch.watch()
 	}
 	return in.ctx
 }
@@ -81,4 +85,6 @@ type reply struct {
 	// releases up, after the front door wrote (or copied) body.
 	body []byte
 	up   Answer
+	// hdr backs header: most answers need no allocation for it.
+	hdr [10]string
 }

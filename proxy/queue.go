@@ -39,7 +39,7 @@ func (g *Gateway) queued(d *delivery) error {
 	if adm, ok := g.guard.Cached(d.scoped, d.fp, labels); ok {
 		return g.duplicate(d, adm)
 	}
-	req := newRequest(d.in, rt.upstreamURI(d.in, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.in.remoteAddr))
+	req := newRequest(&d.in, rt.upstreamURI(&d.in, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.in.remoteAddr))
 	ctx := d.in.context()
 	ack, err := g.queue.Enqueue(ctx, queue.Entry{
 		Route: rt.Name, Key: d.key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start,
