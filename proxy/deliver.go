@@ -25,21 +25,21 @@ import (
 
 // delivery is one request on its way through the steps.
 type delivery struct {
-	in     inbound
-	out    reply
-	t      *table
-	rt     *route
-	start  time.Time
-	reqID  string
-	trace  string
-	path   string // in.path with dot segments resolved: matched, fingerprinted, forwarded
-	body   []byte
-	buf    *bytes.Buffer // holds body; back to bufPool at the delivery's end
+	in    inbound
+	out   reply
+	t     *table
+	rt    *route
+	start time.Time
+	reqID string
+	trace string
+	path  string // in.path with dot segments resolved: matched, fingerprinted, forwarded
+	body  []byte
+	buf   *bytes.Buffer // holds body; back to bufPool at the delivery's end
 	// limited reads the body, up to one byte past max_body.
 	limited io.LimitedReader
-	key    string        // derived key, "" when unkeyed
-	scoped string        // route:key
-	fp     string
+	key     string // derived key, "" when unkeyed
+	scoped  string // route:key
+	fp      string
 	// attempt is the deliveries of the key counted so far (the store's
 	// count, or this instance's when the store did not answer); 0 when the
 	// delivery has no key.
