@@ -133,9 +133,12 @@ func (x *fastExchange) read(in *inbound) {
 	in.rawQuery, in.host, in.remoteAddr = cut(nh+1), cut(nh+2), cut(nh+3)
 	in.method = methodString(req.Header.Method())
 	in.tls = c.IsTLS()
-	if cl := req.Header.ContentLength(); cl >= 0 {
+	// fasthttp's -1 is a chunked body; -2 (no length, not chunked) is
+	// no body at all on a request.
+	switch cl := req.Header.ContentLength(); {
+	case cl >= 0:
 		in.contentLength = int64(cl)
-	} else {
+	case cl == -1:
 		in.contentLength = -1
 	}
 	if s := c.RequestBodyStream(); s != nil {

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -579,5 +580,37 @@ func testCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
 	}
 	if got := h.metric("webhook_requests_total", map[string]string{"route": "orders", "code": "499"}); got != 1 {
 		t.Fatalf("webhook_requests_total{code=499} = %v", got)
+	}
+}
+
+// Regression: the fasthttp front door took a request without a body (no
+// Content-Length, not chunked) for a chunked one and closed the
+// connection after every such answer.
+func TestRequestWithoutABodyKeepsItsConnection(t *testing.T) {
+	forEachDoor(t, testRequestWithoutABodyKeepsItsConnection)
+}
+
+func testRequestWithoutABodyKeepsItsConnection(t *testing.T) {
+	h := newHarness(t, nil)
+	c, err := net.Dial("tcp", h.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	for i := 0; i < 2; i++ { // the second request goes on the same connection
+		if _, err := io.WriteString(c, "GET /webhook/order HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i+1, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Close {
+			t.Fatalf("answer %d: %d, close %v; want 405 on a connection kept open", i+1, resp.StatusCode, resp.Close)
+		}
 	}
 }
