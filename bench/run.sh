@@ -127,7 +127,7 @@ has() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
 # uses_redis TARGET: the clawgate targets whose store (or ledger) is the bench Redis.
 uses_redis() { [[ $1 == clawgate-*redis* || $1 == clawgate-kafka-queue ]]; }
 NEED_REDIS=0
-for t in "${TARGETS[@]}"; do uses_redis "$t" && NEED_REDIS=1; done
+for t in "${TARGETS[@]}"; do if uses_redis "$t"; then NEED_REDIS=1; fi; done
 
 if [[ -n ${BENCH_NICE:-} ]]; then
 	[[ $BENCH_NICE =~ ^-?[0-9]+$ ]] || die "BENCH_NICE=$BENCH_NICE must be an integer"
@@ -306,8 +306,8 @@ fi
 # HAProxy in master-worker mode, in the foreground (-W -db, as its official
 # container image runs it); its CPU is the master's and the workers'. It
 # logs only to syslog or to a file descriptor: with BENCH_LOGS=file its
-# access lines go to its stdout, appended (O_APPEND, so the file can be
-# truncated between runs) to HD/access.log.
+# access lines go to its stdout, HD/access.log (log_reset frees it between
+# runs).
 HAPROXY_PIDS=()
 if has haproxy; then
 	HD=$TMP/haproxy
@@ -447,7 +447,7 @@ EOF
 		die "clawgate check rejected $TMP/clawgate-$1.yaml: $(cat "$TMP/check.out")"
 }
 for t in "${TARGETS[@]}"; do
-	[[ $t == clawgate-* ]] && write_config "${t#clawgate-}"
+	if [[ $t == clawgate-* ]]; then write_config "${t#clawgate-}"; fi
 done
 
 CG_PID=""
@@ -466,6 +466,20 @@ stop_clawgate() {
 	fi
 }
 
+# log_reset FILE: frees a proxy's access log between runs. Nginx and Caddy
+# append (O_APPEND), so it is truncated. HAProxy writes its log lines at its
+# own offset even into a file opened for appending (a truncated one grows
+# back, sparse, to where it was), so its file keeps its size and only its
+# blocks are freed (a hole punched over them); run_wrk measures the bytes a
+# run logged from the size before and after either way.
+log_reset() {
+	if [[ $1 == "${HD:-}/access.log" ]]; then
+		fallocate --punch-hole --offset 0 --length "$(size_of "$1")" "$1" 2>/dev/null || true
+	else
+		: >"$1"
+	fi
+}
+
 # setup_target TARGET: fresh state for one run; sets URL, PROXY_PIDS, LOGFILE.
 setup_target() {
 	stop_clawgate
@@ -477,17 +491,17 @@ setup_target() {
 	nginx)
 		URL=http://127.0.0.1:$NGINX_PORT
 		PROXY_PIDS=("${NGINX_PIDS[@]}")
-		[[ $BENCH_LOGS == file ]] && { LOGFILE=$ND/access.log; : >"$LOGFILE"; }
+		[[ $BENCH_LOGS == file ]] && { LOGFILE=$ND/access.log; log_reset "$LOGFILE"; }
 		;;
 	haproxy)
 		URL=http://127.0.0.1:$HAPROXY_PORT
 		PROXY_PIDS=("${HAPROXY_PIDS[@]}")
-		[[ $BENCH_LOGS == file ]] && { LOGFILE=$HD/access.log; : >"$LOGFILE"; }
+		[[ $BENCH_LOGS == file ]] && { LOGFILE=$HD/access.log; log_reset "$LOGFILE"; }
 		;;
 	caddy)
 		URL=http://127.0.0.1:$CADDY_PORT
 		PROXY_PIDS=("$CADDY_PID")
-		[[ $BENCH_LOGS == file ]] && { LOGFILE=$CD/access.log; : >"$LOGFILE"; }
+		[[ $BENCH_LOGS == file ]] && { LOGFILE=$CD/access.log; log_reset "$LOGFILE"; }
 		;;
 	clawgate-*)
 		if uses_redis "$1"; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
@@ -498,6 +512,7 @@ setup_target() {
 		[[ $BENCH_LOGS == file ]] && LOGFILE=$CG_LOG
 		;;
 	esac
+	return 0 # (a false [[ ]] above, with BENCH_LOGS=null, is not a failure)
 }
 
 preflight() { # INDEX
@@ -650,7 +665,7 @@ run_wrk() { # ROUND CASE TARGET
 		printf "[bench] round %s  %-6s  %-24s  %8.0f req/s  p50 %6.2f ms  p99 %7.2f ms  >=400: %s  cpu/req: all %5.1f us, proxy %5.1f us  others %s%%\n",
 			r, c, t, v["rps"], v["p50_us"]/1000, v["p99_us"]/1000, v["status_err"], v["total_cpu_us"]/n, v["proxy_cpu_us"]/n, v["cpu_others"] }' <<<"$line $cpu" >&2
 	queue_print
-	[[ -n $LOGFILE && $LOGFILE != "$CG_LOG" ]] && : >"$LOGFILE"
+	[[ -n $LOGFILE && $LOGFILE != "$CG_LOG" ]] && log_reset "$LOGFILE"
 	return 0
 }
 

@@ -204,3 +204,117 @@ kind=rate round=1 target=clawgate-kafka-queue p50_us=500 p99_us=900 non2xx=0 err
 		t.Errorf("kafka line without the kafka target:\n%s", b.String())
 	}
 }
+
+// CPU per request: all processes (total_cpu_us) and the proxy's
+// (proxy_cpu_us) over the requests; the ratios to nginx are nginx's over
+// the target's (higher is cheaper), per round then the median, next to the
+// req/s ratio; the front doors' goals check both, against nginx or caddy.
+func TestCPUPerRequestAndGoals(t *testing.T) {
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=nginx rps=100 requests=1000 proxy_cpu_us=20000 total_cpu_us=50000 cpu_others=2 cpu_machine=90
+kind=wrk round=2 case=unique target=nginx rps=100 requests=1000 proxy_cpu_us=20000 total_cpu_us=60000 cpu_others=40 cpu_machine=100
+kind=wrk round=1 case=unique target=caddy rps=40 requests=400 proxy_cpu_us=40000 total_cpu_us=60000 cpu_others=0 cpu_machine=90
+kind=wrk round=2 case=unique target=caddy rps=50 requests=500 proxy_cpu_us=50000 total_cpu_us=75000 cpu_others=0 cpu_machine=90
+kind=wrk round=1 case=unique target=clawgate-memory rps=60 requests=600 proxy_cpu_us=30000 total_cpu_us=60000 cpu_others=0 cpu_machine=90
+kind=wrk round=2 case=unique target=clawgate-memory rps=70 requests=700 proxy_cpu_us=35000 total_cpu_us=70000 cpu_others=0 cpu_machine=90
+kind=wrk round=1 case=unique target=clawgate-fasthttp-memory rps=70 requests=700 proxy_cpu_us=28000 total_cpu_us=56000 cpu_others=0 cpu_machine=90
+kind=wrk round=2 case=unique target=clawgate-fasthttp-memory rps=60 requests=600 proxy_cpu_us=24000 total_cpu_us=48000 cpu_others=0 cpu_machine=90
+kind=wrk round=1 case=dup target=nginx rps=100 requests=1000 proxy_cpu_us=10000 total_cpu_us=40000 cpu_others=0 cpu_machine=90
+kind=wrk round=1 case=dup target=clawgate-fasthttp-memory rps=210 requests=2100 proxy_cpu_us=10000 total_cpu_us=40000 cpu_others=0 cpu_machine=90
+kind=wrk round=1 case=unique target=direct rps=200 requests=2000 total_cpu_us=40000 cpu_others=0 cpu_machine=90
+kind=wrk round=1 case=unique target=haproxy rps=90 requests=900 proxy_cpu_us=18000 total_cpu_us=45000 cpu_others=0 cpu_machine=90 cpu_redis=0
+`))
+	r.meta = []string{"Load average (1, 5, 15 min) at start: 0.10 0.20 0.30", "Load average at end: 1.00 2.00 3.00"}
+	row := r.rows["unique"]["clawgate-memory"]
+	// all CPU 100 µs per request in both rounds; nginx's 50 and 60: ratios 0.5, 0.6
+	if row.cpuAll != 100 || math.Abs(row.cpuAllX-0.55) > 1e-9 || row.cpuPerReq != 50 || row.cpuPerReqX != 0.4 {
+		t.Fatalf("clawgate-memory %+v", row)
+	}
+	if d := r.rows["unique"]["direct"]; d.cpuAll != 20 || d.cpuAllX != 2.5 || !math.IsNaN(d.cpuPerReq) {
+		t.Fatalf("direct %+v", d)
+	}
+	byName := map[string]goalResult{}
+	for _, g := range r.goals {
+		byName[g.name()] = g
+	}
+	check := func(name string, rpsX, cpuX float64, rv, cv string) {
+		t.Helper()
+		g, ok := byName[name]
+		if !ok {
+			t.Fatalf("no goal %q in %v", name, byName)
+		}
+		if math.Abs(g.rpsX-rpsX) > 1e-9 || math.Abs(g.cpuX-cpuX) > 1e-9 {
+			t.Errorf("%s: ratios %v %v, want %v %v", name, g.rpsX, g.cpuX, rpsX, cpuX)
+		}
+		if v := verdictOf(g.rpsX, g.want); v != rv {
+			t.Errorf("%s: req/s verdict %s, want %s", name, v, rv)
+		}
+		if v := verdictOf(g.cpuX, g.want); v != cv {
+			t.Errorf("%s: CPU verdict %s, want %s", name, v, cv)
+		}
+	}
+	// fasthttp unique: req/s 0.7, 0.6 (median 0.65: met at the line); CPU 50/80, 60/80 (median 0.6875)
+	check("unique (new key each), clawgate fasthttp (memory) ÷ nginx", 0.65, 0.6875, "MET", "MET")
+	// dup: req/s 2.1 met; CPU per request 40/19.05 = 2.1 met
+	check("duplicates (one key), clawgate fasthttp (memory) ÷ nginx", 2.1, 2.1, "MET", "MET")
+	check("unique (new key each), clawgate fasthttp (redis) ÷ nginx", math.NaN(), math.NaN(), "not measured", "not measured")
+	// net/http against caddy: req/s 1.5, 1.4 (1.45); CPU 150/100 both (1.5)
+	check("unique (new key each), clawgate (memory) ÷ caddy", 1.45, 1.5, "MET", "MET")
+	if len(r.warnings) != 1 || !strings.Contains(r.warnings[0], "in 1 of 12 throughput runs other work") {
+		t.Errorf("warnings %q", r.warnings)
+	}
+	var b strings.Builder
+	r.text(&b)
+	txt := strings.Join(strings.Fields(b.String()), " ") // the aligned columns' spacing aside
+	for _, want := range []string{
+		"unique (new key each) clawgate (memory) 65 0.65 100 µs 0.55 50 µs 0%",
+		"Machine load: other tenants took a median 0% of one core (at most 40%) during the 12 throughput runs; the machine was busy a median 90% of all its cores; load average 0.10 0.20 0.30 at the start, 1.00 2.00 3.00 at the end",
+		"unique (new key each), clawgate (memory) ÷ caddy >= 1.30 1.45 MET 1.50 MET",
+		"unique (new key each), clawgate fasthttp (memory) ÷ nginx >= 0.65 0.65 MET 0.69 MET",
+	} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("text lacks %q:\n%s", want, txt)
+		}
+	}
+	var md strings.Builder
+	r.markdown(&md, r.meta)
+	doc := md.String()
+	for _, want := range []string{
+		"| unique (new key each) | haproxy | 90 | 0.90 | 50 µs | 1.00 | 20 µs | 0% |",
+		"| unique (new key each) | clawgate fasthttp (memory) | 65 | 0.65 | 80 µs | 0.69 | 40 µs | 0% |",
+		"| duplicates (one key), clawgate fasthttp (memory) ÷ nginx | >= 2.00 | 2.10 | MET | 2.10 | MET |",
+		"| unique (new key each), clawgate fasthttp (redis) ÷ nginx | >= 0.35 | - | not measured | - | not measured |",
+		"| unique (new key each) | caddy | 45 | 0.45 | 150 µs | 0.37 | 100 µs | 0% |",
+		"| unique (new key each) | caddy | - | 100 µs | 0.20 | - | - | - | - | 0% | 90% |",
+		"- **Other work on the machine**: other tenants took a median 0%",
+		"(c) *haproxy*",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, doc)
+		}
+	}
+}
+
+// A fasthttp target on Redis shows Redis's CPU; the fixed-rate table
+// compares every proxy's added p99 with nginx's, not only clawgate's.
+func TestNewTargetsColumns(t *testing.T) {
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=clawgate-fasthttp-redis rps=10 requests=10 cpu_proxy=50 cpu_redis=40
+kind=rate round=1 target=direct p99_us=1000 p50_us=500
+kind=rate round=1 target=nginx p99_us=1200 p50_us=600
+kind=rate round=1 target=caddy p99_us=2000 p50_us=700
+`))
+	rows := r.cpuRows()
+	if len(rows) != 1 || rows[0][6] != "40%" {
+		t.Errorf("cpu rows %q", rows)
+	}
+	var caddy []string
+	for _, row := range r.rateRows() {
+		if row[0] == "caddy" {
+			caddy = row
+		}
+	}
+	if caddy == nil || caddy[5] != "1.00 ms" || caddy[6] != "+0.80 ms" {
+		t.Errorf("caddy rate row %q", caddy)
+	}
+}
