@@ -323,6 +323,12 @@ func (d *delivery) readBody(buf *bytes.Buffer, max int64) error {
 	if n > max {
 		return errTooLarge
 	}
+	if in.contentLength >= 0 && n < in.contentLength {
+		// Fewer bytes than declared, then the end of the connection: a
+		// front door's body reader may call that the end of the body
+		// (fasthttp's stream does). It is a truncated body all the same.
+		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "could not read body", io.ErrUnexpectedEOF)
+	}
 	return nil
 }
 

@@ -44,11 +44,12 @@ func (g *Gateway) ServeFastHTTP(c *fasthttp.RequestCtx) {
 		c.Hijack(func(net.Conn) {})
 		return
 	}
-	if d.in.contentLength < 0 || !c.Request.Header.IsHTTP11() {
+	if d.in.contentLength < 0 || !c.Request.Header.IsHTTP11() || d.in.refused != nil {
 		// A chunked request is the only kind that could hide a second
 		// framing, and HTTP/1.0 keep-alive is where proxies disagree:
 		// both close their connection after the answer, as on the
-		// net/http front door.
+		// net/http front door. So does a request the door refused: its
+		// framing may have left bytes behind it that are not a request.
 		c.SetConnectionClose()
 	}
 	resp := &c.Response
@@ -130,6 +131,9 @@ func (x *fastExchange) read(in *inbound) {
 	}
 	in.header, in.pairs = headerMap(pairs), pairs
 	in.path, in.rawPath, in.refused = splitPath(cut(nh))
+	if err := fastFraming(&req.Header); err != nil {
+		in.refused = err
+	}
 	in.rawQuery, in.host, in.remoteAddr = cut(nh+1), cut(nh+2), cut(nh+3)
 	in.method = methodString(req.Header.Method())
 	in.tls = c.IsTLS()
@@ -177,6 +181,56 @@ func methodString(m []byte) string {
 		return http.MethodPut
 	}
 	return string(m)
+}
+
+var (
+	errTransferCoding = fail(http.StatusNotImplemented, metrics.OutcomeRejected, "unsupported transfer coding", nil)
+	errExpectation    = fail(http.StatusExpectationFailed, metrics.OutcomeRejected, "unsupported expectation", nil)
+)
+
+// fastFraming refuses the requests fasthttp reads without complaint but
+// that no reading frames safely, as the net/http front door does (both
+// are answered, then the connection is closed, unread past the head):
+//
+//   - A Transfer-Encoding that is not chunked. fasthttp refuses every
+//     coding but identity; identity it drops from the header and frames
+//     the request by its Content-Length, or, without one, as a request
+//     without a body, reading the bytes behind the head as the next
+//     request. RFC 9112 leaves such a body's length undetermined: 501.
+//     The field is gone from the parsed header, so the raw head is
+//     searched, only when it can be there: a length of 0 (fasthttp's
+//     for a request without a Content-Length), or a Content-Length on a
+//     connection fasthttp already closes after.
+//   - An expectation other than 100-continue on HTTP/1.1, which fasthttp
+//     ignores (it would reach the upstream): 417.
+func fastFraming(h *fasthttp.RequestHeader) error {
+	if cl := h.ContentLength(); cl == 0 || cl == -2 || cl > 0 && h.ConnectionClose() {
+		if hasRawField(h.RawHeaders(), "Transfer-Encoding") {
+			return errTransferCoding
+		}
+	}
+	if e := h.Peek("Expect"); len(e) > 0 && (!h.IsHTTP11() || !bytes.EqualFold(e, []byte("100-continue"))) {
+		return errExpectation
+	}
+	return nil
+}
+
+// hasRawField reports whether the raw header block raw has a field
+// called name (in any case, blanks allowed before the colon).
+func hasRawField(raw []byte, name string) bool {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) > len(name) && strings.EqualFold(string(line[:len(name)]), name) &&
+			strings.HasPrefix(strings.TrimLeft(string(line[len(name):]), " \t"), ":") {
+			return true
+		}
+	}
+	return false
 }
 
 var errBadPath = fail(http.StatusBadRequest, metrics.OutcomeRejected, "malformed request path", nil)
