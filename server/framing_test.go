@@ -24,15 +24,20 @@ import (
 )
 
 // Framing probes: raw HTTP/1.x byte streams sent on a fresh loopback
-// connection to a front door (today net/http, started by Start), with
-// what the front door must answer and what may reach the upstream. Every
-// front door must answer each probe the same safe way: reject it, or
-// answer and close the connection after; never forward a request whose
-// framing is ambiguous, and never read a request pipelined behind one.
+// connection to a front door (net/http and fasthttp, each started by
+// Start: TestFraming), with what the front door must answer and what may
+// reach the upstream. Every front door must answer each probe the same
+// safe way: reject it, or answer and close the connection after; never
+// forward a request whose framing is ambiguous, and never read a request
+// pipelined behind one.
 //
 // The table is front-door agnostic: runFramingProbes takes a dialer and
-// the upstream's recorder, so a second front door runs the same probes
-// against the same route (framingRoute).
+// the upstream's recorder, so each front door runs the same probes
+// against the same route (framingRoute). Where the doors differ but are
+// both safe (a 400 for net/http's 501, a reject where net/http forwards
+// a request with one reading), the probe lists the other outcome (also)
+// and its comment says why it is safe. No probe is skipped on either
+// door: an unsafe outcome is a bug of the door, fixed in the door.
 
 // framingMaxBody is the probes' route max_body.
 const framingMaxBody = 1024
@@ -74,6 +79,27 @@ func framingRoute(upstream string) string {
 `, upstream, framingMaxBody)
 }
 
+// framingSmallBody is the max_body of framingSmallRoute: less than any
+// probe's body.
+const framingSmallBody = 16
+
+// framingSmallRoute is a route no probe matches, with a max_body below
+// every probe's body. Beside it, the fasthttp front door reads at most
+// framingSmallBody bytes of a body before the handler runs (its pre-read
+// limit is the smallest max_body of the routes) and the handler streams
+// the rest; without it, the door pre-reads whole bodies up to
+// framingMaxBody. The probes run both ways (TestFraming's "preread" and
+// "streamed"); net/http always streams.
+func framingSmallRoute(upstream string) string {
+	return fmt.Sprintf(`
+  - name: framing-small
+    match: { path_prefix: /framing-small/ }
+    upstream: %s
+    max_body: %d
+    verify: { scheme: none }
+`, upstream, framingSmallBody)
+}
+
 // framingProbe is one raw byte stream and the one safe answer to it.
 type framingProbe struct {
 	name string
@@ -98,6 +124,28 @@ type framingProbe struct {
 	// forwarded are the bodies the upstream receives, one request each, in
 	// order; none: nothing reaches the upstream.
 	forwarded []string
+
+	// also are other answers as safe as the one above, which a front
+	// door may give instead: a stricter reject (400 where net/http
+	// answers 501, a parse error where net/http's handler answers 404,
+	// a rejection where net/http forwards a request with one reading),
+	// or a close where net/http stays in step. The probe's comment says
+	// why each is safe. Never an ambiguous request forwarded, never a
+	// request behind the probe read when the one above closes.
+	also []framingOutcome
+}
+
+// framingOutcome is one way a front door may answer a probe (the
+// fields are framingProbe's).
+type framingOutcome struct {
+	answers   []int
+	closed    bool
+	forwarded []string
+}
+
+// outcomes are the probe's accepted outcomes, the first net/http's.
+func (p framingProbe) outcomes() []framingOutcome {
+	return append([]framingOutcome{{answers: p.answers, closed: p.closed, forwarded: p.forwarded}}, p.also...)
 }
 
 // path is the probe's request target; requests smuggled behind it use
@@ -162,7 +210,7 @@ func foversizedChunks(extra int) string {
 
 // framingProbes is the table. Each probe's comment says what is probed;
 // the fields say what net/http, the first front door, does, which is the
-// safe answer every front door must give.
+// safe answer every front door must give, or one of its also outcomes.
 var framingProbes = []framingProbe{
 	// Controls: well-framed requests go through, once, unchanged.
 	{
@@ -212,11 +260,13 @@ var framingProbes = []framingProbe{
 	},
 	{
 		// Identical duplicates are merged (RFC 9110 section 8.6 allows it):
-		// one length, no ambiguity.
+		// one length, no ambiguity. fasthttp refuses any second
+		// Content-Length field (400, closed): stricter, as safe.
 		name: "cl-duplicate-equal",
 		raw: []byte(freq("cl-duplicate-equal", fmt.Sprintf("Content-Length: %d\r\nContent-Length: %[1]d\r\n", len(fid("cl-duplicate-equal"))),
 			fid("cl-duplicate-equal"))),
 		answers: []int{200}, forwarded: []string{fid("cl-duplicate-equal")},
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 	{
 		name: "cl-list",
@@ -321,27 +371,52 @@ var framingProbes = []framingProbe{
 		raw: []byte(freq("te-xchunked", fmt.Sprintf("Transfer-Encoding: xchunked\r\nContent-Length: %d\r\n", len(fid("te-xchunked"))),
 			fid("te-xchunked")) + fsmuggled("te-xchunked")),
 		answers: []int{501}, closed: true,
+		// fasthttp refuses a coding other than a lone chunked as a
+		// malformed request: 400 rather than 501, closed all the same.
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 	{
 		name:    "te-chunked-identity",
 		raw:     []byte(freq("te-chunked-identity", "Transfer-Encoding: chunked, identity\r\n", fchunks(fid("te-chunked-identity"))) + fsmuggled("te-chunked-identity")),
 		answers: []int{501}, closed: true,
+		// fasthttp refuses a coding other than a lone chunked as a
+		// malformed request: 400 rather than 501, closed all the same.
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 	{
+		// identity beside a Content-Length: a Transfer-Encoding whose
+		// final coding is not chunked leaves the body length undetermined
+		// (RFC 9112 section 6.3): refused, never forwarded.
 		name: "te-identity",
 		raw: []byte(freq("te-identity", fmt.Sprintf("Transfer-Encoding: identity\r\nContent-Length: %d\r\n", len(fid("te-identity"))),
 			fid("te-identity")) + fsmuggled("te-identity")),
 		answers: []int{501}, closed: true,
 	},
 	{
+		// identity without a Content-Length: no coding a reader can frame
+		// the body by (RFC 9112 section 6.3 asks for 400 and a close); a
+		// reader that takes it for "no body" reads the bytes behind the
+		// head as the next request, one that reads to the end of the
+		// connection (RFC 2616's identity) takes them for the body.
+		name:    "te-identity-no-cl",
+		raw:     []byte(freq("te-identity-no-cl", "Transfer-Encoding: identity\r\n", "") + fsmuggled("te-identity-no-cl")),
+		answers: []int{501}, closed: true,
+	},
+	{
 		name:    "te-gzip-chunked",
 		raw:     []byte(freq("te-gzip-chunked", "Transfer-Encoding: gzip, chunked\r\n", fchunks(fid("te-gzip-chunked"))) + fsmuggled("te-gzip-chunked")),
 		answers: []int{501}, closed: true,
+		// fasthttp refuses a coding other than a lone chunked as a
+		// malformed request: 400 rather than 501, closed all the same.
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 	{
 		name:    "te-two-fields",
 		raw:     []byte(freq("te-two-fields", "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", fchunks(fid("te-two-fields"))) + fsmuggled("te-two-fields")),
 		answers: []int{501}, closed: true,
+		// fasthttp refuses a coding other than a lone chunked as a
+		// malformed request: 400 rather than 501, closed all the same.
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 	{
 		name:    "te-vertical-tab",
@@ -367,8 +442,10 @@ var framingProbes = []framingProbe{
 		// net/http ignores Transfer-Encoding on HTTP/1.0 (its issue
 		// 12785) and the handler never sees it: the gateway closes after
 		// every HTTP/1.0 answer. (Regression: it served the smuggled
-		// request.)
+		// request.) fasthttp refuses Transfer-Encoding on HTTP/1.0
+		// outright (400, closed): stricter, as safe.
 		answers: []int{200}, closed: true, forwarded: []string{fid("http10-te-and-cl-keepalive")},
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 
 	{
@@ -390,19 +467,22 @@ var framingProbes = []framingProbe{
 	},
 	{
 		// HTTP/2 with prior knowledge on the HTTP/1 listener: net/http
-		// hands "PRI *" to the handler (no route: 404) and closes.
+		// hands "PRI *" to the handler (no route: 404) and closes;
+		// fasthttp does not parse it (400) and closes: refused either way.
 		name:    "h2-preface",
 		raw:     []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
 		answers: []int{404}, closed: true,
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 	{
 		// The same without keep-alive: processed, then closed, as RFC 9112
-		// section 6.1 asks.
+		// section 6.1 asks; or refused, as fasthttp does (400, closed).
 		name: "http10-te-and-cl",
 		raw: []byte("POST /framing/http10-te-and-cl HTTP/1.0\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n" +
 			fmt.Sprintf("Content-Length: %d\r\n\r\n", len(fid("http10-te-and-cl"))) + fid("http10-te-and-cl") +
 			fsmuggled("http10-te-and-cl")),
 		answers: []int{200}, closed: true, forwarded: []string{fid("http10-te-and-cl")},
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 
 	// Chunked bodies that are malformed.
@@ -470,11 +550,17 @@ var framingProbes = []framingProbe{
 		answers: []int{400}, closed: true,
 	},
 	{
-		// A chunk line longer than the front door buffers.
+		// A chunk line longer than the front door buffers (net/http: 4 KiB,
+		// 400). fasthttp bounds no chunk extension: it skips its bytes to
+		// the CRLF (a CR or LF inside is refused, see chunk-ext-bare-*),
+		// so the chunk has one reading, the reference's; the request is
+		// forwarded and, chunked, closed after. The time such a line may
+		// take is bounded by the body's read timeout.
 		name: "chunk-ext-long",
 		raw: []byte(freq("chunk-ext-long", "Transfer-Encoding: chunked\r\n",
 			fmt.Sprintf("%x;%s\r\n%s\r\n0\r\n\r\n", len(fid("chunk-ext-long")), strings.Repeat("e", 8192), fid("chunk-ext-long"))) + fsmuggled("chunk-ext-long")),
 		answers: []int{400}, closed: true,
+		also: []framingOutcome{{answers: []int{200}, closed: true, forwarded: []string{fid("chunk-ext-long")}}},
 	},
 	{
 		// Trailer fields after the last chunk: the body is unchanged.
@@ -567,6 +653,9 @@ var framingProbes = []framingProbe{
 		trickle: "X-Slow: 1\r\n",
 		wait:    proxy.DefaultLimits.ReadHeaderTimeout + 10*time.Second, slow: true,
 		closed: true,
+		// fasthttp answers its header read timeout with 400 before it
+		// closes: the same cut, with an answer.
+		also: []framingOutcome{{answers: []int{400}, closed: true}},
 	},
 	{
 		name:    "slow-body",
@@ -674,13 +763,18 @@ func (l *panicLog) take() []string {
 	return out
 }
 
-// startFramingGateway starts a gateway (net/http front door, memory store)
-// with framingRoute in front of upstream; extra is more top-level YAML.
-func startFramingGateway(tb testing.TB, upstream string, log io.Writer, extra string) *Server {
+// startFramingGateway starts a gateway (memory store) with framingRoute in
+// front of upstream, and framingSmallRoute when streamed; extra is more
+// top-level YAML, the front door's server key among it (withDoor;
+// net/http without one).
+func startFramingGateway(tb testing.TB, upstream string, log io.Writer, extra string, streamed bool) *Server {
 	tb.Helper()
 	// admin.listen defaults to a fixed port: a free one, so that
 	// instances (fuzz workers) do not collide.
 	y := "listen: \"127.0.0.1:0\"\nadmin: { listen: \"127.0.0.1:0\" }\n" + extra + "routes:" + framingRoute(upstream)
+	if streamed {
+		y += strings.TrimPrefix(framingSmallRoute(upstream), "\n")
+	}
 	cfg, err := config.Parse([]byte(y), "gateway.yaml", tb.TempDir(), func(string) string { return "" })
 	if err != nil {
 		tb.Fatal(err)
@@ -862,19 +956,36 @@ func checkProbe(t *testing.T, p framingProbe, got framingResult, reqs []upstream
 		bodies = append(bodies, string(r.Body))
 	}
 	t.Logf("observed: %v; upstream received %d request(s) %q", got, len(reqs), bodies)
-	problems := probeProblems(p, got, reqs)
-	if len(problems) == 0 {
-		return
-	}
-	for _, pr := range problems {
+	for _, pr := range probeProblems(p, got, reqs) {
 		t.Error(pr)
 	}
 }
 
-// probeProblems lists how got and reqs differ from what p says.
+// probeProblems lists how got and reqs differ from what p says: nothing
+// when they match one of its outcomes, else how they differ from the
+// first (net/http's).
 func probeProblems(p framingProbe, got framingResult, reqs []upstreamRequest) []string {
+	var first []string
+	for i, o := range p.outcomes() {
+		problems := outcomeProblems(p.path(), o, got, reqs)
+		if len(problems) == 0 {
+			return nil
+		}
+		if i == 0 {
+			first = problems
+		}
+	}
+	if len(p.also) > 0 {
+		first = append(first, fmt.Sprintf("nor does it match any other safe outcome of the probe: %+v", p.also))
+	}
+	return first
+}
+
+// outcomeProblems lists how got and reqs differ from o, for a probe on
+// path.
+func outcomeProblems(path string, o framingOutcome, got framingResult, reqs []upstreamRequest) []string {
 	var out []string
-	want := p.answers
+	want := o.answers
 	if want == nil {
 		want = []int{}
 	}
@@ -884,24 +995,24 @@ func probeProblems(p framingProbe, got framingResult, reqs []upstreamRequest) []
 	switch {
 	case !got.sentinel && !got.closed:
 		out = append(out, fmt.Sprintf("the connection neither ended nor answered the sentinel within the bound: %v", got.end))
-	case p.closed && got.sentinel:
+	case o.closed && got.sentinel:
 		out = append(out, fmt.Sprintf("the connection was kept and the request behind the probe was read and answered; want it closed after %v", want))
-	case !p.closed && got.closed:
+	case !o.closed && got.closed:
 		out = append(out, fmt.Sprintf("the connection ended (%v); want the sentinel behind the probe answered", got.end))
 	}
-	if len(reqs) != len(p.forwarded) {
+	if len(reqs) != len(o.forwarded) {
 		var bodies []string
 		for _, r := range reqs {
 			bodies = append(bodies, string(r.Body))
 		}
-		return append(out, fmt.Sprintf("the upstream received %d request(s) %q, want %d %q", len(reqs), bodies, len(p.forwarded), p.forwarded))
+		return append(out, fmt.Sprintf("the upstream received %d request(s) %q, want %d %q", len(reqs), bodies, len(o.forwarded), o.forwarded))
 	}
 	for i, r := range reqs {
-		if string(r.Body) != p.forwarded[i] {
-			out = append(out, fmt.Sprintf("upstream request %d: body %q, want %q", i+1, r.Body, p.forwarded[i]))
+		if string(r.Body) != o.forwarded[i] {
+			out = append(out, fmt.Sprintf("upstream request %d: body %q, want %q", i+1, r.Body, o.forwarded[i]))
 		}
-		if r.Path != p.path() {
-			out = append(out, fmt.Sprintf("upstream request %d: path %q, want %q", i+1, r.Path, p.path()))
+		if r.Path != path {
+			out = append(out, fmt.Sprintf("upstream request %d: path %q, want %q", i+1, r.Path, path))
 		}
 		if bad := r.wellFramed(); bad != "" {
 			out = append(out, fmt.Sprintf("upstream request %d was not well framed: %s", i+1, bad))
@@ -910,24 +1021,39 @@ func probeProblems(p framingProbe, got framingResult, reqs []upstreamRequest) []
 	return out
 }
 
-// TestFramingNetHTTP runs the framing probes against the net/http front
-// door.
-func TestFramingNetHTTP(t *testing.T) {
-	up := newFramingUpstream(t)
-	log := &panicLog{}
-	s := startFramingGateway(t, up.srv.URL, log, "")
-	addr := s.Addr().String()
-	runFramingProbes(t, func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Errorf("dial %s: %v", addr, err)
-			return nil
+// TestFraming runs the framing probes against each front door, each on
+// two gateways of its own: bodies pre-read whole by the fasthttp door
+// ("preread") and streamed past a small pre-read ("streamed",
+// framingSmallRoute).
+func TestFraming(t *testing.T) {
+	forEachDoor(t, func(t *testing.T) {
+		t.Parallel()
+		for _, streamed := range []bool{false, true} {
+			name := "preread"
+			if streamed {
+				name = "streamed"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				up := newFramingUpstream(t)
+				log := &panicLog{}
+				s := startFramingGateway(t, up.srv.URL, log, doorYAML(t, ""), streamed)
+				checkDoor(t, s)
+				addr := s.Addr().String()
+				runFramingProbes(t, func() net.Conn {
+					c, err := net.Dial("tcp", addr)
+					if err != nil {
+						t.Errorf("dial %s: %v", addr, err)
+						return nil
+					}
+					return c
+				}, up)
+				for _, l := range log.take() {
+					t.Errorf("the gateway panicked: %s", l)
+				}
+			})
 		}
-		return c
-	}, up)
-	for _, l := range log.take() {
-		t.Errorf("the gateway panicked: %s", l)
-	}
+	})
 }
 
 // The fuzz target's reference: a strict reader of an HTTP/1.x byte
@@ -940,13 +1066,41 @@ type refRequest struct {
 	body   []byte
 }
 
-// refFrame reads stream request by request and returns those a safe front
+// refDialect is what a front door tolerates beyond the strict reader
+// while still framing every request one way; the reference then accepts
+// it too. The zero dialect is the strict reader (net/http's tolerances
+// only).
+type refDialect struct {
+	// emptyLines: any number of empty lines (CRLF or a bare LF) before a
+	// request line are skipped, at the start of the connection as between
+	// requests. RFC 9112 section 2.2: a server SHOULD ignore at least one
+	// empty line received before the request line. They belong to no
+	// message, so the framing keeps one reading.
+	emptyLines bool
+	// anyVersion: the request line's version may be any HTTP/d.d; all but
+	// HTTP/1.1 are read like HTTP/1.0 (RFC 9112 section 2.3 lets a server
+	// answer a version it does not support as the highest it does): a
+	// body by Content-Length only, and nothing behind the request is
+	// read.
+	anyVersion bool
+}
+
+// refDialects are the front doors' dialects: fasthttp's reader skips
+// empty lines before a request line and takes any HTTP/d.d version
+// (then, not HTTP/1.1, it refuses Transfer-Encoding and the door closes
+// after the answer).
+var refDialects = map[config.ServerKind]refDialect{
+	config.ServerFastHTTP: {emptyLines: true, anyVersion: true},
+}
+
+// refFrameAs reads stream request by request and returns those a safe front
 // door may forward, in order. It stops before the first request that is
 // ambiguous, malformed or incomplete (neither it nor anything behind it
 // may be forwarded), and after one behind which nothing may be read:
 // Connection: close, HTTP/1.0 without keep-alive, Transfer-Encoding beside
-// Content-Length or on HTTP/1.0, a folded framing field.
-func refFrame(stream []byte) []refRequest {
+// Content-Length or on HTTP/1.0, a folded framing field. d adds a front
+// door's tolerances (refDialects; the zero dialect for net/http).
+func refFrameAs(stream []byte, d refDialect) []refRequest {
 	var out []refRequest
 	lastPOST := false
 	for len(stream) > 0 {
@@ -959,7 +1113,16 @@ func refFrame(stream []byte) []refRequest {
 			}
 			stream = stream[n:]
 		}
-		req, rest, last, ok := refOne(stream)
+		for d.emptyLines {
+			if rest, ok := bytes.CutPrefix(stream, []byte("\r\n")); ok {
+				stream = rest
+			} else if rest, ok := bytes.CutPrefix(stream, []byte("\n")); ok {
+				stream = rest
+			} else {
+				break
+			}
+		}
+		req, rest, last, ok := refOne(stream, d)
 		if !ok {
 			return out
 		}
@@ -1021,7 +1184,7 @@ func refValidFieldValue(v []byte) bool {
 func refTrimOWS(b []byte) []byte { return bytes.Trim(b, " \t") }
 
 // refOne frames the request at the start of s.
-func refOne(s []byte) (req refRequest, rest []byte, last, ok bool) {
+func refOne(s []byte, d refDialect) (req refRequest, rest []byte, last, ok bool) {
 	line, s, ok := refLine(s)
 	if !ok {
 		return req, nil, false, false
@@ -1031,10 +1194,19 @@ func refOne(s []byte) (req refRequest, rest []byte, last, ok bool) {
 		return req, nil, false, false
 	}
 	v := parts[2]
-	if len(v) != 8 || !bytes.HasPrefix(v, []byte("HTTP/1.")) || v[7] < '0' || v[7] > '9' {
+	http10 := false
+	switch {
+	case len(v) == 8 && bytes.HasPrefix(v, []byte("HTTP/1.")) && '0' <= v[7] && v[7] <= '9':
+		http10 = v[7] == '0'
+		if d.anyVersion && v[7] != '1' {
+			http10 = true
+		}
+	case d.anyVersion && len(v) == 8 && bytes.HasPrefix(v, []byte("HTTP/")) && v[6] == '.' &&
+		'0' <= v[5] && v[5] <= '9' && '0' <= v[7] && v[7] <= '9':
+		http10 = true
+	default:
 		return req, nil, false, false
 	}
-	http10 := v[7] == '0'
 	req.method = string(parts[0])
 
 	// Field lines, unfolded (RFC 9112 section 5.2: obs-fold is replaced
@@ -1192,12 +1364,18 @@ func refChunked(s []byte) (body, rest []byte, trailer, ok bool) {
 	}
 }
 
-// FuzzFraming sends arbitrary bytes to the net/http front door (then
-// half-closes) and checks that every request that reached the upstream
-// was well framed and is one the reference frames in those bytes, in
-// order, with the same method and body; and that the gateway neither
-// panicked nor kept the connection past the bound.
-func FuzzFraming(f *testing.F) {
+// FuzzFramingNetHTTP and FuzzFramingFastHTTP send arbitrary bytes to a
+// front door (then half-close) and check that every request that
+// reached the upstream was well framed and is one the reference frames
+// in those bytes, in order, with the same method and body; and that the
+// gateway neither panicked nor kept the connection past the bound. The
+// seeds are the probes' bytes and testdata/fuzz/<target>.
+func FuzzFramingNetHTTP(f *testing.F) { fuzzFraming(f, config.ServerNetHTTP) }
+
+// FuzzFramingFastHTTP is FuzzFramingNetHTTP on the fasthttp front door.
+func FuzzFramingFastHTTP(f *testing.F) { fuzzFraming(f, config.ServerFastHTTP) }
+
+func fuzzFraming(f *testing.F, door config.ServerKind) {
 	for _, p := range framingProbes {
 		if len(p.raw) <= 16<<10 {
 			f.Add(p.raw)
@@ -1207,55 +1385,87 @@ func FuzzFraming(f *testing.F) {
 	log := &panicLog{}
 	// A key seen in an earlier input is forwarded again rather than
 	// replayed (or refused for another payload), so that every input can
-	// reach the upstream.
-	s := startFramingGateway(f, up.srv.URL, log, "dedupe: { window: 1ms, retention: 1ms }\n")
-	addr := s.Addr().String()
+	// reach the upstream. On fasthttp every input goes to two gateways:
+	// bodies pre-read whole, and streamed past a small pre-read
+	// (framingSmallRoute); net/http reads both the same way.
+	modes := []bool{false}
+	if door == config.ServerFastHTTP {
+		modes = append(modes, true)
+	}
+	var addrs []string
+	for _, streamed := range modes {
+		s := startFramingGateway(f, up.srv.URL, log, withDoor(door, "dedupe: { window: 1ms, retention: 1ms }\n"), streamed)
+		if s.cfg.Server != door {
+			f.Fatalf("the gateway runs with server: %q, want %q", s.cfg.Server, door)
+		}
+		addrs = append(addrs, s.Addr().String())
+	}
+	d := refDialects[door]
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		up.take()
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(framingFuzzWait))
-		wrote := make(chan struct{})
-		go func() {
-			defer close(wrote)
-			if _, err := conn.Write(raw); err == nil {
-				conn.(*net.TCPConn).CloseWrite()
+		for i, addr := range addrs {
+			if len(addrs) > 1 {
+				t.Logf("gateway %d of %d (streamed: %v)", i+1, len(addrs), modes[i])
 			}
-		}()
-		_, err = io.Copy(io.Discard, conn)
-		conn.Close()
-		<-wrote
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			t.Fatalf("the connection was not closed within %v of the input's end", framingFuzzWait)
+			sendFuzzInput(t, addr, raw, up, log)
+			reqs := up.take()
+			problems := forwardedProblems(raw, reqs, d)
+			t.Logf("the reference frames %d request(s) a front door may forward; %d reached the upstream", len(refFrameAs(raw, d)), len(reqs))
+			for _, p := range problems {
+				t.Error(p)
+			}
 		}
-		for _, l := range log.take() {
-			t.Errorf("the gateway panicked: %s", l)
-		}
-		checkForwarded(t, raw, up.take())
 	})
+}
+
+// sendFuzzInput writes raw on a fresh connection to addr, half-closes
+// and reads until the gateway closes (within framingFuzzWait); then
+// checks that the gateway did not panic. up is emptied first.
+func sendFuzzInput(t *testing.T, addr string, raw []byte, up *framingUpstream, log *panicLog) {
+	t.Helper()
+	up.take()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(framingFuzzWait))
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		if _, err := conn.Write(raw); err == nil {
+			conn.(*net.TCPConn).CloseWrite()
+		}
+	}()
+	_, err = io.Copy(io.Discard, conn)
+	conn.Close()
+	<-wrote
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the connection was not closed within %v of the input's end", framingFuzzWait)
+	}
+	for _, l := range log.take() {
+		t.Errorf("the gateway panicked: %s", l)
+	}
 }
 
 // framingFuzzWait bounds one fuzz input: the gateway reads it to its end
 // and must close the connection within it.
 const framingFuzzWait = 10 * time.Second
 
-// checkForwarded checks the requests that reached the upstream against
-// the reference framing of raw.
-func checkForwarded(t *testing.T, raw []byte, reqs []upstreamRequest) {
-	t.Helper()
-	ref := refFrame(raw)
-	t.Logf("the reference frames %d request(s) a front door may forward; %d reached the upstream", len(ref), len(reqs))
+// forwardedProblems checks the requests that reached the upstream
+// against the reference framing of raw in the front door's dialect d; it
+// stops at the first one the
+// reference does not frame.
+func forwardedProblems(raw []byte, reqs []upstreamRequest, d refDialect) []string {
+	var out []string
+	ref := refFrameAs(raw, d)
 	i := 0
 	for k, r := range reqs {
 		if bad := r.wellFramed(); bad != "" {
-			t.Errorf("upstream request %d (%s %s) was not well framed: %s", k+1, r.Method, r.Path, bad)
+			out = append(out, fmt.Sprintf("upstream request %d (%s %s) was not well framed: %s", k+1, r.Method, r.Path, bad))
 		}
 		if !strings.HasPrefix(r.Path, "/framing/") {
-			t.Errorf("upstream request %d went to %q, outside the route", k+1, r.Path)
+			out = append(out, fmt.Sprintf("upstream request %d went to %q, outside the route", k+1, r.Path))
 		}
 		for i < len(ref) && (ref[i].method != r.Method || !bytes.Equal(ref[i].body, r.Body)) {
 			i++
@@ -1265,9 +1475,10 @@ func checkForwarded(t *testing.T, raw []byte, reqs []upstreamRequest) {
 			for _, q := range ref {
 				framed = append(framed, fmt.Sprintf("%s %q", q.method, q.body))
 			}
-			t.Fatalf("upstream request %d of %d, %s %s with body %q, is not one of the requests the reference frames in the input, in order: %v",
-				k+1, len(reqs), r.Method, r.Path, r.Body, framed)
+			return append(out, fmt.Sprintf("upstream request %d of %d, %s %s with body %q, is not one of the requests the reference frames in the input, in order: %v",
+				k+1, len(reqs), r.Method, r.Path, r.Body, framed))
 		}
 		i++
 	}
+	return out
 }

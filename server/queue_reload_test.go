@@ -8,8 +8,11 @@ import (
 
 // A reload that turns a route into a queue route starts its workers, one
 // that turns it back stops them, and one that changes its workers restarts
-// them: every event acknowledged on the way is delivered once.
-func TestQueueRouteFollowsReload(t *testing.T) {
+// them: every event acknowledged on the way is delivered once. On each
+// front door.
+func TestQueueRouteFollowsReload(t *testing.T) { forEachDoor(t, testQueueRouteFollowsReload) }
+
+func testQueueRouteFollowsReload(t *testing.T) {
 	up := newQUpstream(t)
 	queued := qConf{upstream: up.srv.URL}.yaml()
 	sync := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",

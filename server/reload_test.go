@@ -69,7 +69,8 @@ func startFile(t *testing.T, y string, files func(dir string)) *instance {
 		files(dir)
 	}
 	path := filepath.Join(dir, "gateway.yaml")
-	writeFile(t, path, y)
+	// On the front door the test runs on (doorYAML).
+	writeFile(t, path, doorYAML(t, y))
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +83,7 @@ func startFile(t *testing.T, y string, files func(dir string)) *instance {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Shutdown(time.Second) })
+	checkDoor(t, in.Server)
 	return in
 }
 
@@ -92,7 +94,8 @@ func writeFile(t *testing.T, path, data string) {
 	}
 }
 
-func (in *instance) rewrite(y string) { writeFile(in.t, in.path, y) }
+// rewrite replaces the config file with y, on the same front door.
+func (in *instance) rewrite(y string) { writeFile(in.t, in.path, doorYAML(in.t, y)) }
 
 func (in *instance) reloads(result string) float64 {
 	return testutil.ToFloat64(in.metrics.ConfigReloads.WithLabelValues(result))
@@ -289,8 +292,13 @@ func peerName(t *testing.T, addr string) string {
 
 // Reload re-reads the certificate files the tls block names (as
 // cert-manager rewrites them): new connections get the new certificate.
-// Files that do not load keep the old one and fail the reload.
+// Files that do not load keep the old one and fail the reload. On each
+// front door.
 func TestReloadReplacesTheTLSCertificate(t *testing.T) {
+	forEachDoor(t, testReloadReplacesTheTLSCertificate)
+}
+
+func testReloadReplacesTheTLSCertificate(t *testing.T) {
 	y := strings.Replace(baseYAML, `listen: "127.0.0.1:0"`, `listen: "127.0.0.1:0"
 tls: { cert_file: tls.crt, key_file: tls.key }`, 1)
 	in := startFile(t, y, func(dir string) {
@@ -343,8 +351,10 @@ tls: { cert_file: tls.crt, key_file: tls.key }`, 1)
 }
 
 // clawgate_build_info carries the version and Go version, and every store
-// call is timed by operation.
-func TestBuildInfoAndStoreDuration(t *testing.T) {
+// call is timed by operation (the delivery sent through each front door).
+func TestBuildInfoAndStoreDuration(t *testing.T) { forEachDoor(t, testBuildInfoAndStoreDuration) }
+
+func testBuildInfoAndStoreDuration(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer up.Close()
 	in := startFile(t, strings.Replace(baseYAML, "http://127.0.0.1:9", up.URL, 1), nil)

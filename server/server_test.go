@@ -25,7 +25,8 @@ routes:
     upstream: http://127.0.0.1:9
     verify: { scheme: none }
 `
-	cfg, err := config.Parse([]byte(y), "gateway.yaml", t.TempDir(), func(string) string { return "" })
+	// On the front door the test runs on (doorYAML).
+	cfg, err := config.Parse([]byte(doorYAML(t, y)), "gateway.yaml", t.TempDir(), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +51,15 @@ func TestStartFailsOnATakenPort(t *testing.T) {
 }
 
 // A started server answers deliveries (here 404 for an unknown path) until
-// Shutdown, and not after.
-func TestStartServeShutdown(t *testing.T) {
+// Shutdown, and not after, on each front door.
+func TestStartServeShutdown(t *testing.T) { forEachDoor(t, testStartServeShutdown) }
+
+func testStartServeShutdown(t *testing.T) {
 	s, err := Start(testConfig(t, "127.0.0.1:0"), opts())
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkDoor(t, s)
 	url := "http://" + s.Addr().String() + "/nowhere"
 	resp, err := http.Post(url, "application/json", strings.NewReader("{}"))
 	if err != nil {

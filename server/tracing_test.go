@@ -18,8 +18,11 @@ import (
 )
 
 // With tracing on, a delivery's spans reach the OTLP receiver by the time
-// Shutdown returns (it flushes the batch), in the caller's trace.
-func TestShutdownFlushesDeliverySpans(t *testing.T) {
+// Shutdown returns (it flushes the batch), in the caller's trace, on each
+// front door.
+func TestShutdownFlushesDeliverySpans(t *testing.T) { forEachDoor(t, testShutdownFlushesDeliverySpans) }
+
+func testShutdownFlushesDeliverySpans(t *testing.T) {
 	var mu sync.Mutex
 	var spans []string
 	traces := map[string]bool{}
@@ -61,7 +64,7 @@ routes:
     idempotency: { required: false }
     verify: { scheme: none }
 `
-	cfg, err := config.Parse([]byte(y), "gateway.yaml", t.TempDir(), func(string) string { return "" })
+	cfg, err := config.Parse([]byte(doorYAML(t, y)), "gateway.yaml", t.TempDir(), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +72,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkDoor(t, s)
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req, _ := http.NewRequest(http.MethodPost, "http://"+s.Addr().String()+"/webhook/order", strings.NewReader("{}"))
 	req.Header.Set("Traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
