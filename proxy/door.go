@@ -141,14 +141,17 @@ func newFastDoor(g *Gateway, l Limits, tlsConfig *tls.Config, log *slog.Logger) 
 }
 
 func (d *fastDoor) track(c net.Conn, s fasthttp.ConnState) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	switch s {
 	case fasthttp.StateNew:
+		d.mu.Lock()
 		d.conns[c] = struct{}{}
+		d.mu.Unlock()
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		d.mu.Lock()
 		delete(d.conns, c)
+		d.mu.Unlock()
 	}
+	// StateActive and StateIdle, twice a request, take no lock.
 }
 
 func (d *fastDoor) Serve(ln net.Listener) error {

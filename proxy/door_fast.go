@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -257,38 +258,75 @@ var errHangUp = errors.New("caller closed the connection")
 // hangUpWatch cancels a request's context when the caller closes its
 // connection while the delivery waits on the store, the queue or the
 // upstream, as net/http's background read does (then the answer is 499).
-// It starts only when a step first asks for the context: a duplicate
-// answered from the local window never starts one. It peeks at the
-// socket, so a pipelined request behind this one is left for fasthttp to
+// It costs nothing until a step first asks for the context (a duplicate
+// answered from the local window never does), and little until the wait
+// has lasted hangUpWatchAfter: only then does a goroutine peek at the
+// socket. So the delivery answered within that time, nearly every one,
+// costs a timer and no goroutine, no system call; a caller that hangs up
+// while the store or the upstream stalls is seen at most that much later.
+// The peek leaves a pipelined request behind this one for fasthttp to
 // read; a byte waiting there ends the watch (the caller is still there),
 // and so does the end of the delivery.
 type hangUpWatch struct {
 	cancel context.CancelCauseFunc
-	done   chan struct{}
+	timer  *time.Timer
+	peek   *hangUpPeek
 }
+
+// hangUpWatchAfter is how long a delivery waits before its hang-up
+// watch starts peeking.
+const hangUpWatchAfter = 20 * time.Millisecond
+
+// hangUpPeek is one watch's peeking goroutine, started by its timer
+// unless the delivery ended first. It is its own allocation, shared with
+// the timer's function only: the pooled exchange may be reused while a
+// timer that lost the race still runs.
+type hangUpPeek struct {
+	state atomic.Int32 // peekWaiting, then peekStarted or peekCancelled
+	done  chan struct{}
+}
+
+const (
+	peekWaiting = iota
+	peekStarted
+	peekCancelled
+)
 
 func (w *hangUpWatch) start(c *fasthttp.RequestCtx) context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w.cancel = cancel
-	if rc := rawConn(c.Conn()); rc != nil {
-		w.done = make(chan struct{})
+	rc := rawConn(c.Conn())
+	if rc == nil {
+		return ctx
+	}
+	p := &hangUpPeek{}
+	w.peek = p
+	w.timer = time.AfterFunc(hangUpWatchAfter, func() {
+		p.done = make(chan struct{}) // published by the swap below
+		if !p.state.CompareAndSwap(peekWaiting, peekStarted) {
+			return
+		}
 		go func() {
-			defer close(w.done)
+			defer close(p.done)
 			if peekHangUp(rc) {
 				cancel(errHangUp)
 			}
 		}()
-	}
+	})
 	return ctx
 }
 
 // stop ends the watch before the answer is written and the connection
-// read again: a read deadline in the past wakes the peek, and fasthttp
-// clears the deadlines a handler set before it reads the next request.
+// read again: a peek that started is woken by a read deadline in the
+// past (fasthttp clears the deadlines a handler set before it reads the
+// next request) and waited for.
 func (w *hangUpWatch) stop(c *fasthttp.RequestCtx) {
-	if w.done != nil {
-		_ = c.SetReadDeadline(time.Unix(1, 0))
-		<-w.done
+	if w.peek != nil {
+		w.timer.Stop()
+		if !w.peek.state.CompareAndSwap(peekWaiting, peekCancelled) {
+			_ = c.SetReadDeadline(time.Unix(1, 0))
+			<-w.peek.done
+		}
 	}
 	if w.cancel != nil {
 		w.cancel(nil)

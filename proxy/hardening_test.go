@@ -659,3 +659,66 @@ routes:
 }
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\r\n"); return l }
+
+// A request pipelined behind a delivery that waits on its upstream (long
+// enough for the fasthttp door's hang-up watch to start peeking at the
+// connection) is left for the front door to read: both are answered, in
+// order, on the one connection, and each reaches the upstream once.
+func TestRequestPipelinedBehindAWaitingDeliveryIsServed(t *testing.T) {
+	forEachDoor(t, testRequestPipelinedBehindAWaitingDeliveryIsServed)
+}
+
+func testRequestPipelinedBehindAWaitingDeliveryIsServed(t *testing.T) {
+	arrived, gate := make(chan struct{}, 2), make(chan struct{})
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		<-gate
+		io.WriteString(w, `{"ok":true}`)
+	})
+	defer close(gate)
+	c, err := net.Dial("tcp", h.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, signedRaw("POST", "/webhook/order", "evt_first", event, "")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first delivery never reached the upstream")
+	}
+	// The second request arrives while the first still waits, and stays
+	// unread in the socket for a while: the watch peeks at it then.
+	if _, err := io.WriteString(c, signedRaw("POST", "/webhook/order", "evt_second", event, "")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // past the watch's start; nothing is timed
+	gate <- struct{}{}
+	br := bufio.NewReader(c)
+	for i, key := range []string{"evt_first", "evt_second"} {
+		if i == 1 {
+			select {
+			case <-arrived:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the pipelined delivery never reached the upstream")
+			}
+			gate <- struct{}{}
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer to %s: %v", key, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("answer to %s: %d, want 200", key, resp.StatusCode)
+		}
+	}
+	if n := h.upCalls.Load(); n != 2 {
+		t.Fatalf("the upstream received %d deliveries, want 2", n)
+	}
+}
