@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -152,7 +153,13 @@ var benchAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
 func (*benchConn) RemoteAddr() net.Addr { return benchAddr }
 func (*benchConn) LocalAddr() net.Addr  { return benchAddr }
 
-func uniqueKey(i int) string { return "evt_" + strconv.Itoa(i) }
+// uniqueKey is a key never used before in this process: the benchmark
+// function runs several times (b.N grows, -count, each front door) on one
+// gateway, so a key made from the loop index alone would come again and be
+// answered from the window as a duplicate.
+func uniqueKey(int) string { return "evt_" + strconv.FormatInt(benchSeq.Add(1), 10) }
+
+var benchSeq atomic.Int64
 
 // dupKey is the one key of the duplicate benchmarks; prime delivers it
 // once first, so every timed delivery is a replay from the window.
