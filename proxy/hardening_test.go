@@ -722,3 +722,66 @@ func testRequestPipelinedBehindAWaitingDeliveryIsServed(t *testing.T) {
 		t.Fatalf("the upstream received %d deliveries, want 2", n)
 	}
 }
+
+// The idle and read-header timeouts hold on both doors: a keep-alive
+// connection that sends nothing after its answer is closed, and so is one
+// whose header never ends, without an answer and without reaching the
+// upstream. (Short limits; the test waits for each close, at most 10 s,
+// and times nothing.)
+func TestIdleAndHeaderTimeoutsCloseTheConnection(t *testing.T) {
+	forEachDoor(t, testIdleAndHeaderTimeoutsCloseTheConnection)
+}
+
+func testIdleAndHeaderTimeoutsCloseTheConnection(t *testing.T) {
+	h := newHarness(t, nil, withLimits(func(l *proxy.Limits) {
+		l.IdleTimeout, l.ReadHeaderTimeout = 200*time.Millisecond, 200*time.Millisecond
+	}))
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", h.srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	closed := func(br *bufio.Reader) (string, bool) {
+		rest, err := io.ReadAll(br)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return string(rest), false
+		}
+		return string(rest), true
+	}
+
+	t.Run("idle", func(t *testing.T) {
+		c, br := dial()
+		io.WriteString(c, signedRaw("POST", "/webhook/order", "evt_idle", event, ""))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("answer: %d, close %v; want 200 on a kept connection", resp.StatusCode, resp.Close)
+		}
+		if rest, ok := closed(br); !ok || rest != "" {
+			t.Fatalf("the idle connection: closed %v, then %q; want it closed without more bytes", ok, rest)
+		}
+	})
+	t.Run("header", func(t *testing.T) {
+		c, br := dial()
+		io.WriteString(c, "POST /webhook/order HTTP/1.1\r\nHost: gw\r\nX-Slow: ") // the header never ends
+		rest, ok := closed(br)
+		if !ok {
+			t.Fatal("a header that never ends kept its connection")
+		}
+		if strings.Contains(rest, " 200 ") {
+			t.Fatalf("a header that never ends was answered %q", firstLine(rest))
+		}
+	})
+	if n := h.upCalls.Load(); n != 1 {
+		t.Fatalf("the upstream received %d deliveries, want 1 (the idle connection's)", n)
+	}
+}
