@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,8 +19,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/config"
 )
@@ -80,42 +77,6 @@ func checkDoor(tb testing.TB, s *Server) {
 	}
 }
 
-// doorInstance is a gateway started for a front-door test, shut down
-// once: by the test, or at its end.
-type doorInstance struct {
-	*Server
-	log  *logBuffer
-	once sync.Once
-}
-
-func (in *doorInstance) stop(grace time.Duration) { in.once.Do(func() { in.Shutdown(grace) }) }
-
-// startDoor starts a gateway on the config y (written to a file in a new
-// directory after files, if any) on the front door the test runs on.
-func startDoor(t *testing.T, y string, files func(dir string)) *doorInstance {
-	t.Helper()
-	dir := t.TempDir()
-	if files != nil {
-		files(dir)
-	}
-	path := filepath.Join(dir, "gateway.yaml")
-	writeFile(t, path, doorYAML(t, y))
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &doorInstance{log: &logBuffer{}}
-	in.Server, err = Start(cfg, Options{
-		Logger: slog.New(slog.NewJSONHandler(in.log, nil)), Registry: prometheus.NewRegistry(), Version: "door-test",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.stop(time.Second) })
-	checkDoor(t, in.Server)
-	return in
-}
-
 // heldUpstream records the deliveries it receives and, while held,
 // keeps each one waiting until released (or the gateway hangs up).
 type heldUpstream struct {
@@ -133,12 +94,9 @@ func newHeldUpstream(t *testing.T) *heldUpstream {
 	var once sync.Once
 	u.release = func() { once.Do(func() { close(u.gate) }) }
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		got := recordRequest(r)
 		u.mu.Lock()
-		u.reqs = append(u.reqs, upstreamRequest{
-			Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), ContentLength: r.ContentLength,
-			TransferEncoding: r.TransferEncoding, Body: body, BodyErr: err,
-		})
+		u.reqs = append(u.reqs, got)
 		u.mu.Unlock()
 		u.arrived <- struct{}{}
 		select {
@@ -197,7 +155,7 @@ func TestShutdownDrainsTheDeliveryInFlight(t *testing.T) {
 
 func testShutdownDrainsTheDeliveryInFlight(t *testing.T) {
 	up := newHeldUpstream(t)
-	in := startDoor(t, doorRouteYAML(up.srv.URL), nil)
+	in := startFile(t, doorRouteYAML(up.srv.URL), nil)
 	addr := in.Addr().String()
 	dial := func() net.Conn {
 		t.Helper()
@@ -298,7 +256,7 @@ func testTLSServesDeliveries(t *testing.T) {
 	y := strings.Replace(doorRouteYAML(up.srv.URL), `listen: "127.0.0.1:0"`, `listen: "127.0.0.1:0"
 tls: { cert_file: tls.crt, key_file: tls.key }`, 1)
 	var certPEM []byte
-	in := startDoor(t, y, func(dir string) {
+	in := startFile(t, y, func(dir string) {
 		writeCert(t, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), "door")
 		var err error
 		if certPEM, err = os.ReadFile(filepath.Join(dir, "tls.crt")); err != nil {

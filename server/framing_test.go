@@ -684,16 +684,22 @@ type upstreamRequest struct {
 	BodyErr          error
 }
 
+// recordRequest reads r whole into what the upstream received.
+func recordRequest(r *http.Request) upstreamRequest {
+	body, err := io.ReadAll(r.Body)
+	return upstreamRequest{
+		Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), ContentLength: r.ContentLength,
+		TransferEncoding: r.TransferEncoding, Body: body, BodyErr: err,
+	}
+}
+
 func newFramingUpstream(tb testing.TB) *framingUpstream {
 	tb.Helper()
 	u := &framingUpstream{}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		got := recordRequest(r)
 		u.mu.Lock()
-		u.reqs = append(u.reqs, upstreamRequest{
-			Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), ContentLength: r.ContentLength,
-			TransferEncoding: r.TransferEncoding, Body: body, BodyErr: err,
-		})
+		u.reqs = append(u.reqs, got)
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"ok":true}`)

@@ -58,7 +58,11 @@ type instance struct {
 	path string
 	reg  *prometheus.Registry
 	log  *logBuffer
+	once sync.Once
 }
+
+// stop shuts the instance down once: by the test, or at its end.
+func (in *instance) stop(grace time.Duration) { in.once.Do(func() { in.Shutdown(grace) }) }
 
 // startFile writes y as gateway.yaml in a new directory (after files, if
 // any, such as TLS certificates), loads it and starts a server on it.
@@ -82,7 +86,7 @@ func startFile(t *testing.T, y string, files func(dir string)) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { in.Shutdown(time.Second) })
+	t.Cleanup(func() { in.stop(time.Second) })
 	checkDoor(t, in.Server)
 	return in
 }
