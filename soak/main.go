@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/clawgate/clawgate/config"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -36,6 +38,7 @@ func run(args []string) int {
 	rate := fs.Float64("rate", def.Rate, "events started per second (100 with -short)")
 	conc := fs.Int("concurrency", def.Concurrency, "deliveries in flight at most")
 	keep := fs.Bool("keep", false, "keep the temp dir (configs, gateway and Redis logs) and print its path")
+	server := fs.String("server", "net/http", "the gateways' front `door`: net/http or fasthttp")
 	verbose := fs.Bool("v", false, "progress and fault lines on stderr, and every double in the report")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -67,6 +70,7 @@ func run(args []string) int {
 		}
 	})
 	o.Keep, o.Verbose, o.Log = *keep, *verbose, os.Stderr
+	o.Server = config.ServerKind(*server)
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
 		return 2

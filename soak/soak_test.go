@@ -5,19 +5,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clawgate/clawgate/config"
 )
 
 // TestSoakShort runs the short soak against the real binary, a real
-// redis-server and two instances: no acknowledged event lost, none
-// undelivered, no double the kills do not explain.
+// redis-server and two instances, on each front door: no acknowledged
+// event lost, none undelivered, no double the kills do not explain.
 func TestSoakShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the soak takes about half a minute; skipped under -short")
+		t.Skip("the soak takes about half a minute per front door; skipped under -short")
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not on PATH: `make test` installs it (scripts/ensure-pkg.sh), or apt-get install -y redis-server")
 	}
+	for _, door := range []config.ServerKind{config.ServerNetHTTP, config.ServerFastHTTP} {
+		t.Run(strings.ReplaceAll(string(door), "/", ""), func(t *testing.T) { soakShort(t, door) })
+	}
+}
+
+func soakShort(t *testing.T, door config.ServerKind) {
 	o := Preset(true)
+	o.Server = door
 	o.Verbose = testing.Verbose()
 	o.Log = tlog{t}
 	rep, err := Run(t.Context(), o)
