@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/clawgate/clawgate/metrics"
 )
@@ -135,6 +136,16 @@ func (x *fastExchange) read(in *inbound) {
 	if err := fastFraming(&req.Header); err != nil {
 		in.refused = err
 	}
+	for i := 0; i < len(pairs); i += 2 {
+		// fasthttp takes a field name with a blank or another byte no
+		// token has ("Tra nsfer-Encoding"); net/http refuses it, and so
+		// does this door: such a name may be read otherwise by the
+		// upstream or a proxy beside the gateway.
+		if !httpguts.ValidHeaderFieldName(pairs[i]) {
+			in.refused = errBadFieldName
+			break
+		}
+	}
 	in.rawQuery, in.host, in.remoteAddr = cut(nh+1), cut(nh+2), cut(nh+3)
 	in.method = methodString(req.Header.Method())
 	in.tls = c.IsTLS()
@@ -185,6 +196,7 @@ func methodString(m []byte) string {
 }
 
 var (
+	errBadFieldName   = fail(http.StatusBadRequest, metrics.OutcomeRejected, "malformed header field name", nil)
 	errTransferCoding = fail(http.StatusNotImplemented, metrics.OutcomeRejected, "unsupported transfer coding", nil)
 	errExpectation    = fail(http.StatusExpectationFailed, metrics.OutcomeRejected, "unsupported expectation", nil)
 )

@@ -300,6 +300,15 @@ var framingProbes = []framingProbe{
 		answers: []int{400}, closed: true,
 	},
 	{
+		// A field name with a blank inside: no token has one (RFC 9110
+		// section 5.1), so the line cannot be read as a field; refused,
+		// nothing behind it read. (fasthttp takes it; its door refuses.)
+		name: "field-name-with-blank",
+		raw: []byte(freq("field-name-with-blank", fmt.Sprintf("Transfer Encoding: chunked\r\nContent-Length: %d\r\n", len(fid("field-name-with-blank"))),
+			fid("field-name-with-blank")) + fsmuggled("field-name-with-blank")),
+		answers: []int{400}, closed: true,
+	},
+	{
 		name:    "cl-space-before-colon",
 		raw:     []byte(freq("cl-space-before-colon", fmt.Sprintf("Content-Length : %d\r\n", len(fid("cl-space-before-colon"))), fid("cl-space-before-colon"))),
 		answers: []int{400}, closed: true,
