@@ -309,6 +309,26 @@ var framingProbes = []framingProbe{
 		answers: []int{400}, closed: true,
 	},
 	{
+		// HTTP/1.1 without a Host field (RFC 9112 section 3.2: 400).
+		name: "host-missing",
+		raw: []byte(fmt.Sprintf("POST /framing/host-missing HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s", len(fid("host-missing")), fid("host-missing")) +
+			fsmuggled("host-missing")),
+		answers: []int{400}, closed: true,
+	},
+	{
+		// Two Host fields (RFC 9112 section 3.2: 400).
+		name:    "host-twice",
+		raw:     []byte(freq("host-twice", fmt.Sprintf("Host: other\r\nContent-Length: %d\r\n", len(fid("host-twice"))), fid("host-twice")) + fsmuggled("host-twice")),
+		answers: []int{400}, closed: true,
+	},
+	{
+		// A method with a byte no token has.
+		name: "method-not-a-token",
+		raw: []byte(fmt.Sprintf("PO(ST /framing/method-not-a-token HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n%s", len(fid("method-not-a-token")), fid("method-not-a-token")) +
+			fsmuggled("method-not-a-token")),
+		answers: []int{400}, closed: true,
+	},
+	{
 		name:    "cl-space-before-colon",
 		raw:     []byte(freq("cl-space-before-colon", fmt.Sprintf("Content-Length : %d\r\n", len(fid("cl-space-before-colon"))), fid("cl-space-before-colon"))),
 		answers: []int{400}, closed: true,
