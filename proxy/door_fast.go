@@ -133,18 +133,8 @@ func (x *fastExchange) read(in *inbound) {
 	}
 	in.header, in.pairs = headerMap(pairs), pairs
 	in.path, in.rawPath, in.refused = splitPath(cut(nh))
-	if err := fastFraming(&req.Header); err != nil {
+	if err := fastFraming(&req.Header, pairs); err != nil {
 		in.refused = err
-	}
-	for i := 0; i < len(pairs); i += 2 {
-		// fasthttp takes a field name with a blank or another byte no
-		// token has ("Tra nsfer-Encoding"); net/http refuses it, and so
-		// does this door: such a name may be read otherwise by the
-		// upstream or a proxy beside the gateway.
-		if !httpguts.ValidHeaderFieldName(pairs[i]) {
-			in.refused = errBadFieldName
-			break
-		}
 	}
 	in.rawQuery, in.host, in.remoteAddr = cut(nh+1), cut(nh+2), cut(nh+3)
 	in.method = methodString(req.Header.Method())
@@ -202,9 +192,13 @@ var (
 )
 
 // fastFraming refuses the requests fasthttp reads without complaint but
-// that no reading frames safely, as the net/http front door does (both
-// are answered, then the connection is closed, unread past the head):
+// that no reading frames safely, as the net/http front door does (each
+// is answered, then the connection is closed, unread past the head);
+// pairs are the header's name, value pairs:
 //
+//   - A field name that is not a token ("Transfer Encoding"): fasthttp
+//     takes it, the upstream or a proxy beside the gateway may read it
+//     otherwise: 400.
 //   - A Transfer-Encoding that is not chunked. fasthttp refuses every
 //     coding but identity; identity it drops from the header and frames
 //     the request by its Content-Length, or, without one, as a request
@@ -216,7 +210,12 @@ var (
 //     connection fasthttp already closes after.
 //   - An expectation other than 100-continue on HTTP/1.1, which fasthttp
 //     ignores (it would reach the upstream): 417.
-func fastFraming(h *fasthttp.RequestHeader) error {
+func fastFraming(h *fasthttp.RequestHeader, pairs []string) error {
+	for i := 0; i < len(pairs); i += 2 {
+		if !httpguts.ValidHeaderFieldName(pairs[i]) {
+			return errBadFieldName
+		}
+	}
 	if cl := h.ContentLength(); cl == 0 || cl == -2 || cl > 0 && h.ConnectionClose() {
 		if hasRawField(h.RawHeaders(), "Transfer-Encoding") {
 			return errTransferCoding
@@ -281,7 +280,6 @@ var errHangUp = errors.New("caller closed the connection")
 // and so does the end of the delivery.
 type hangUpWatch struct {
 	cancel context.CancelCauseFunc
-	timer  *time.Timer
 	peek   *hangUpPeek
 }
 
@@ -289,20 +287,16 @@ type hangUpWatch struct {
 // watch starts peeking.
 const hangUpWatchAfter = 20 * time.Millisecond
 
-// hangUpPeek is one watch's peeking goroutine, started by its timer
-// unless the delivery ended first. It is its own allocation, shared with
-// the timer's function only: the pooled exchange may be reused while a
-// timer that lost the race still runs.
+// hangUpPeek is one watch's peek: its timer's function peeks unless the
+// delivery ended first. Whichever of the two claims it first decides.
+// It is its own allocation, shared with the timer's function only: the
+// pooled exchange may be reused while a timer that lost the race still
+// runs.
 type hangUpPeek struct {
-	state atomic.Int32 // peekWaiting, then peekStarted or peekCancelled
-	done  chan struct{}
+	timer   *time.Timer
+	claimed atomic.Bool
+	done    chan struct{} // closed when a peek that was claimed ends
 }
-
-const (
-	peekWaiting = iota
-	peekStarted
-	peekCancelled
-)
 
 func (w *hangUpWatch) start(c *fasthttp.RequestCtx) context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -313,17 +307,16 @@ func (w *hangUpWatch) start(c *fasthttp.RequestCtx) context.Context {
 	}
 	p := &hangUpPeek{}
 	w.peek = p
-	w.timer = time.AfterFunc(hangUpWatchAfter, func() {
+	// The timer's function runs in its own goroutine: it peeks there.
+	p.timer = time.AfterFunc(hangUpWatchAfter, func() {
 		p.done = make(chan struct{}) // published by the swap below
-		if !p.state.CompareAndSwap(peekWaiting, peekStarted) {
+		if !p.claimed.CompareAndSwap(false, true) {
 			return
 		}
-		go func() {
-			defer close(p.done)
-			if peekHangUp(rc) {
-				cancel(errHangUp)
-			}
-		}()
+		defer close(p.done)
+		if peekHangUp(rc) {
+			cancel(errHangUp)
+		}
 	})
 	return ctx
 }
@@ -334,8 +327,8 @@ func (w *hangUpWatch) start(c *fasthttp.RequestCtx) context.Context {
 // next request) and waited for.
 func (w *hangUpWatch) stop(c *fasthttp.RequestCtx) {
 	if w.peek != nil {
-		w.timer.Stop()
-		if !w.peek.state.CompareAndSwap(peekWaiting, peekCancelled) {
+		w.peek.timer.Stop()
+		if !w.peek.claimed.CompareAndSwap(false, true) {
 			_ = c.SetReadDeadline(time.Unix(1, 0))
 			<-w.peek.done
 		}
