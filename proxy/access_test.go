@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clawgate/clawgate/internal/doortest"
 )
 
 var traceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -17,7 +19,7 @@ var traceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // address) from a provider whose secret was rolled (a signature that does
 // not match, the provider's user agent and address) without the body.
 func TestUnauthorizedLineTellsAScannerFromAProvider(t *testing.T) {
-	forEachDoor(t, testUnauthorizedLineTellsAScannerFromAProvider)
+	doortest.ForEach(t, testUnauthorizedLineTellsAScannerFromAProvider)
 }
 
 func testUnauthorizedLineTellsAScannerFromAProvider(t *testing.T) {
@@ -68,7 +70,9 @@ func testUnauthorizedLineTellsAScannerFromAProvider(t *testing.T) {
 // A forwarded delivery's line carries the upstream's status and time, the
 // secret that verified it and both body sizes; a replay has no upstream
 // fields; an unreachable upstream has its time but no status.
-func TestAccessLineUpstreamAndSizes(t *testing.T) { forEachDoor(t, testAccessLineUpstreamAndSizes) }
+func TestAccessLineUpstreamAndSizes(t *testing.T) {
+	doortest.ForEach(t, testAccessLineUpstreamAndSizes)
+}
 
 func testAccessLineUpstreamAndSizes(t *testing.T) {
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +120,7 @@ func testAccessLineUpstreamAndSizes(t *testing.T) {
 // the right-most X-Forwarded-For entry that is not itself trusted, so an
 // entry the client wrote itself is not believed. The user agent is cut at
 // 256 bytes.
-func TestAccessLineClient(t *testing.T) { forEachDoor(t, testAccessLineClient) }
+func TestAccessLineClient(t *testing.T) { doortest.ForEach(t, testAccessLineClient) }
 
 func testAccessLineClient(t *testing.T) {
 	longUA := strings.Repeat("a", 250) + strings.Repeat("é", 10) // 270 bytes
@@ -150,7 +154,7 @@ func testAccessLineClient(t *testing.T) {
 
 // webhook_in_flight_requests counts the deliveries being handled: one
 // while the upstream holds it, none after.
-func TestInFlightGauge(t *testing.T) { forEachDoor(t, testInFlightGauge) }
+func TestInFlightGauge(t *testing.T) { doortest.ForEach(t, testInFlightGauge) }
 
 func testInFlightGauge(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})

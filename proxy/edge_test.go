@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/proxy"
 )
 
@@ -42,7 +43,9 @@ func (h *harness) edgeRefused(reason string) float64 {
 	return h.metric("webhook_refused_total", map[string]string{"route": "orders", "reason": reason})
 }
 
-func TestAllowIPsAdmitsAListedClient(t *testing.T) { forEachDoor(t, testAllowIPsAdmitsAListedClient) }
+func TestAllowIPsAdmitsAListedClient(t *testing.T) {
+	doortest.ForEach(t, testAllowIPsAdmitsAListedClient)
+}
 
 func testAllowIPsAdmitsAListedClient(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    allow_ips: [192.0.2.0/24, 127.0.0.1]"))
@@ -55,7 +58,7 @@ func testAllowIPsAdmitsAListedClient(t *testing.T) {
 }
 
 func TestAllowIPsRefusesOthersBeforeAnyWork(t *testing.T) {
-	forEachDoor(t, testAllowIPsRefusesOthersBeforeAnyWork)
+	doortest.ForEach(t, testAllowIPsRefusesOthersBeforeAnyWork)
 }
 
 func testAllowIPsRefusesOthersBeforeAnyWork(t *testing.T) {
@@ -109,7 +112,7 @@ func testAllowIPsRefusesOthersBeforeAnyWork(t *testing.T) {
 // proxy; anything left of it, and the header of an untrusted peer, is the
 // client's own and ignored.
 func TestForwardedForIsHonouredOnlyFromTrustedProxies(t *testing.T) {
-	forEachDoor(t, testForwardedForIsHonouredOnlyFromTrustedProxies)
+	doortest.ForEach(t, testForwardedForIsHonouredOnlyFromTrustedProxies)
 }
 
 func testForwardedForIsHonouredOnlyFromTrustedProxies(t *testing.T) {
@@ -156,7 +159,7 @@ func testForwardedForIsHonouredOnlyFromTrustedProxies(t *testing.T) {
 }
 
 func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
-	forEachDoor(t, testRateLimitAnswers429WithRetryAfter)
+	doortest.ForEach(t, testRateLimitAnswers429WithRetryAfter)
 }
 
 func testRateLimitAnswers429WithRetryAfter(t *testing.T) {
@@ -208,7 +211,7 @@ func testRateLimitAnswers429WithRetryAfter(t *testing.T) {
 }
 
 func TestRateLimitRetryAfterFollowsTheReservation(t *testing.T) {
-	forEachDoor(t, testRateLimitRetryAfterFollowsTheReservation)
+	doortest.ForEach(t, testRateLimitRetryAfterFollowsTheReservation)
 }
 
 func testRateLimitRetryAfterFollowsTheReservation(t *testing.T) {
@@ -240,7 +243,7 @@ func testRateLimitRetryAfterFollowsTheReservation(t *testing.T) {
 }
 
 func TestAllowIPsIsCheckedBeforeTheRateLimit(t *testing.T) {
-	forEachDoor(t, testAllowIPsIsCheckedBeforeTheRateLimit)
+	doortest.ForEach(t, testAllowIPsIsCheckedBeforeTheRateLimit)
 }
 
 func testAllowIPsIsCheckedBeforeTheRateLimit(t *testing.T) {
@@ -285,7 +288,7 @@ routes:
 // TestRateLimitIsPerRouteAndRestartsOnReload: each route has its own
 // bucket, shared by all its callers; a reload starts a new, full bucket.
 func TestRateLimitIsPerRouteAndRestartsOnReload(t *testing.T) {
-	forEachDoor(t, testRateLimitIsPerRouteAndRestartsOnReload)
+	doortest.ForEach(t, testRateLimitIsPerRouteAndRestartsOnReload)
 }
 
 func testRateLimitIsPerRouteAndRestartsOnReload(t *testing.T) {
@@ -312,7 +315,7 @@ func testRateLimitIsPerRouteAndRestartsOnReload(t *testing.T) {
 	}
 }
 
-func TestRefusalSeriesExistAtZero(t *testing.T) { forEachDoor(t, testRefusalSeriesExistAtZero) }
+func TestRefusalSeriesExistAtZero(t *testing.T) { doortest.ForEach(t, testRefusalSeriesExistAtZero) }
 
 func testRefusalSeriesExistAtZero(t *testing.T) {
 	h := newHarness(t, nil, withConfig(twoRoutes), withRouteYAML("    idempotency: { required: false }"))

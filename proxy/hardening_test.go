@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
 )
@@ -57,7 +58,7 @@ func signedRaw(method, target, key string, body []byte, extra string) string {
 // answered "200 OK" with an empty body, although nothing was forwarded: the
 // provider took the event as delivered and it was lost.
 func TestBodyEndingEarlyIsNeverAnswered2xx(t *testing.T) {
-	forEachDoor(t, testBodyEndingEarlyIsNeverAnswered2xx)
+	doortest.ForEach(t, testBodyEndingEarlyIsNeverAnswered2xx)
 }
 
 func testBodyEndingEarlyIsNeverAnswered2xx(t *testing.T) {
@@ -78,7 +79,7 @@ func testBodyEndingEarlyIsNeverAnswered2xx(t *testing.T) {
 // Regression: a body still incomplete when the read timeout fired was also
 // answered "200 OK".
 func TestBodyIncompleteAtReadTimeoutIsNeverAnswered2xx(t *testing.T) {
-	forEachDoor(t, testBodyIncompleteAtReadTimeoutIsNeverAnswered2xx)
+	doortest.ForEach(t, testBodyIncompleteAtReadTimeoutIsNeverAnswered2xx)
 }
 
 func testBodyIncompleteAtReadTimeoutIsNeverAnswered2xx(t *testing.T) {
@@ -106,7 +107,7 @@ func testBodyIncompleteAtReadTimeoutIsNeverAnswered2xx(t *testing.T) {
 // Matching used the decoded path and the raw path was forwarded, so
 // "/h/pfx/../admin" reached the upstream at "/base/h/pfx/../admin".
 func TestDotSegmentsNeverEscapeTheRoutesPath(t *testing.T) {
-	forEachDoor(t, testDotSegmentsNeverEscapeTheRoutesPath)
+	doortest.ForEach(t, testDotSegmentsNeverEscapeTheRoutesPath)
 }
 
 func testDotSegmentsNeverEscapeTheRoutesPath(t *testing.T) {
@@ -169,7 +170,7 @@ routes:
 // Regression: a captured signed delivery was forwarded again and again
 // under fresh Idempotency-Key headers, which the signature does not cover.
 func TestSignedRequestReplayedUnderFreshKeyIsRefused(t *testing.T) {
-	forEachDoor(t, testSignedRequestReplayedUnderFreshKeyIsRefused)
+	doortest.ForEach(t, testSignedRequestReplayedUnderFreshKeyIsRefused)
 }
 
 func testSignedRequestReplayedUnderFreshKeyIsRefused(t *testing.T) {
@@ -201,7 +202,7 @@ func testSignedRequestReplayedUnderFreshKeyIsRefused(t *testing.T) {
 
 // In shadow mode a replayed signature is counted and forwarded anyway, once.
 func TestReplayGuardInShadowModeCountsAndForwards(t *testing.T) {
-	forEachDoor(t, testReplayGuardInShadowModeCountsAndForwards)
+	doortest.ForEach(t, testReplayGuardInShadowModeCountsAndForwards)
 }
 
 func testReplayGuardInShadowModeCountsAndForwards(t *testing.T) {
@@ -222,7 +223,7 @@ func testReplayGuardInShadowModeCountsAndForwards(t *testing.T) {
 // A signed request whose delivery failed upstream is released, so the
 // provider's retry under the same key goes through.
 func TestReplayGuardReleasesFailedDeliveries(t *testing.T) {
-	forEachDoor(t, testReplayGuardReleasesFailedDeliveries)
+	doortest.ForEach(t, testReplayGuardReleasesFailedDeliveries)
 }
 
 func testReplayGuardReleasesFailedDeliveries(t *testing.T) {
@@ -248,7 +249,7 @@ func testReplayGuardReleasesFailedDeliveries(t *testing.T) {
 // never read an 8 MB answer held it (and the key's in-flight mark) until
 // it left.
 func TestCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey(t *testing.T) {
-	forEachDoor(t, testCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey)
+	doortest.ForEach(t, testCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey)
 }
 
 func testCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey(t *testing.T) {
@@ -286,7 +287,7 @@ func testCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey(t *testing.T) {
 // Regression: a request with both Content-Length and Transfer-Encoding kept
 // its connection open, and a request pipelined behind it was served.
 func TestChunkedRequestClosesItsConnection(t *testing.T) {
-	forEachDoor(t, testChunkedRequestClosesItsConnection)
+	doortest.ForEach(t, testChunkedRequestClosesItsConnection)
 }
 
 func testChunkedRequestClosesItsConnection(t *testing.T) {
@@ -309,7 +310,7 @@ func testChunkedRequestClosesItsConnection(t *testing.T) {
 // Regression: a client's X-Forwarded-For was kept and appended to, and
 // X-Real-IP and Forwarded passed through: any client could name itself.
 func TestForwardingHeadersFromClientsAreReplacedUnlessTrusted(t *testing.T) {
-	forEachDoor(t, testForwardingHeadersFromClientsAreReplacedUnlessTrusted)
+	doortest.ForEach(t, testForwardingHeadersFromClientsAreReplacedUnlessTrusted)
 }
 
 func testForwardingHeadersFromClientsAreReplacedUnlessTrusted(t *testing.T) {
@@ -364,7 +365,7 @@ func (f *finishOutage) Finish(ctx context.Context, key, token string, out store.
 // Redis restart takes longer, so after lock_ttl the provider's next copy
 // was forwarded a second time.
 func TestFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
-	forEachDoor(t, testFinishIsRecordedAfterAStoreOutageLongerThanItsRetries)
+	doortest.ForEach(t, testFinishIsRecordedAfterAStoreOutageLongerThanItsRetries)
 }
 
 func testFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
@@ -397,7 +398,7 @@ func testFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
 // forwarded again. Now the outcome is recorded when no other copy holds the
 // key.
 func TestFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
-	forEachDoor(t, testFinishIsRecordedWhenTheStoreLostTheLock)
+	doortest.ForEach(t, testFinishIsRecordedWhenTheStoreLostTheLock)
 }
 
 func testFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
@@ -427,7 +428,7 @@ func testFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
 // local window afterwards, so the instance kept replaying the key the
 // operator had just reset.
 func TestResetDuringADeliveryIsNotUndone(t *testing.T) {
-	forEachDoor(t, testResetDuringADeliveryIsNotUndone)
+	doortest.ForEach(t, testResetDuringADeliveryIsNotUndone)
 }
 
 func testResetDuringADeliveryIsNotUndone(t *testing.T) {
@@ -462,7 +463,9 @@ func testResetDuringADeliveryIsNotUndone(t *testing.T) {
 
 // The access line of a 409 and a 503 names the attempt when it is known,
 // and a long path is cut.
-func TestAccessLineAttemptAndLongPath(t *testing.T) { forEachDoor(t, testAccessLineAttemptAndLongPath) }
+func TestAccessLineAttemptAndLongPath(t *testing.T) {
+	doortest.ForEach(t, testAccessLineAttemptAndLongPath)
+}
 
 func testAccessLineAttemptAndLongPath(t *testing.T) {
 	block := make(chan struct{})
@@ -509,7 +512,9 @@ func testAccessLineAttemptAndLongPath(t *testing.T) {
 
 // Regression: a forwarded answer carried no X-Request-Id (the gateway's own
 // answers and replays did), so the one row a user greps for had none.
-func TestEveryAnswerCarriesXRequestId(t *testing.T) { forEachDoor(t, testEveryAnswerCarriesXRequestId) }
+func TestEveryAnswerCarriesXRequestId(t *testing.T) {
+	doortest.ForEach(t, testEveryAnswerCarriesXRequestId)
+}
 
 func testEveryAnswerCarriesXRequestId(t *testing.T) {
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
@@ -543,7 +548,7 @@ func (s stallingStore) Claim(ctx context.Context, _, _ string, _ time.Duration) 
 // gets nothing written: on both front doors, which must notice the
 // hang-up while the delivery waits.
 func TestCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
-	forEachDoor(t, testCallerHangingUpWhileTheStoreWaitsIs499)
+	doortest.ForEach(t, testCallerHangingUpWhileTheStoreWaitsIs499)
 }
 
 func testCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
@@ -587,7 +592,7 @@ func testCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
 // Content-Length, not chunked) for a chunked one and closed the
 // connection after every such answer.
 func TestRequestWithoutABodyKeepsItsConnection(t *testing.T) {
-	forEachDoor(t, testRequestWithoutABodyKeepsItsConnection)
+	doortest.ForEach(t, testRequestWithoutABodyKeepsItsConnection)
 }
 
 func testRequestWithoutABodyKeepsItsConnection(t *testing.T) {
@@ -622,7 +627,7 @@ func testRequestWithoutABodyKeepsItsConnection(t *testing.T) {
 // that end the end of the body. A short body is refused 400 on both
 // doors, and nothing reaches the upstream.
 func TestBodyShortOfItsContentLengthIsNeverForwarded(t *testing.T) {
-	forEachDoor(t, testBodyShortOfItsContentLengthIsNeverForwarded)
+	doortest.ForEach(t, testBodyShortOfItsContentLengthIsNeverForwarded)
 }
 
 func testBodyShortOfItsContentLengthIsNeverForwarded(t *testing.T) {
@@ -665,7 +670,7 @@ func firstLine(s string) string { l, _, _ := strings.Cut(s, "\r\n"); return l }
 // connection) is left for the front door to read: both are answered, in
 // order, on the one connection, and each reaches the upstream once.
 func TestRequestPipelinedBehindAWaitingDeliveryIsServed(t *testing.T) {
-	forEachDoor(t, testRequestPipelinedBehindAWaitingDeliveryIsServed)
+	doortest.ForEach(t, testRequestPipelinedBehindAWaitingDeliveryIsServed)
 }
 
 func testRequestPipelinedBehindAWaitingDeliveryIsServed(t *testing.T) {
@@ -729,7 +734,7 @@ func testRequestPipelinedBehindAWaitingDeliveryIsServed(t *testing.T) {
 // upstream. (Short limits; the test waits for each close, at most 10 s,
 // and times nothing.)
 func TestIdleAndHeaderTimeoutsCloseTheConnection(t *testing.T) {
-	forEachDoor(t, testIdleAndHeaderTimeoutsCloseTheConnection)
+	doortest.ForEach(t, testIdleAndHeaderTimeoutsCloseTheConnection)
 }
 
 func testIdleAndHeaderTimeoutsCloseTheConnection(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
@@ -194,25 +195,8 @@ func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *ha
 	return h
 }
 
-// doors are the front doors every HTTP-level test runs on: forEachDoor
-// runs a test once on each, as subtests named "nethttp" and "fasthttp",
+// Every HTTP-level test runs once on each front door (doortest.ForEach),
 // and serveDoor serves the gateway on the one the test's name says.
-var doors = []config.ServerKind{config.ServerNetHTTP, config.ServerFastHTTP}
-
-func forEachDoor(t *testing.T, test func(t *testing.T)) {
-	for _, d := range doors {
-		t.Run(strings.ReplaceAll(string(d), "/", ""), test)
-	}
-}
-
-// doorOf is the front door a test runs on: fasthttp under a "fasthttp"
-// subtest, net/http otherwise.
-func doorOf(t testing.TB) config.ServerKind {
-	if strings.Contains(t.Name()+"/", "/fasthttp/") {
-		return config.ServerFastHTTP
-	}
-	return config.ServerNetHTTP
-}
 
 // gwServer is a gateway served on loopback by a front door.
 type gwServer struct {
@@ -232,7 +216,7 @@ func serveDoor(t testing.TB, gw *proxy.Gateway, l proxy.Limits, log *slog.Logger
 		t.Fatal(err)
 	}
 	s := &gwServer{URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(),
-		door: proxy.NewDoor(doorOf(t), gw, l, nil, log)}
+		door: proxy.NewDoor(doortest.Of(t), gw, l, nil, log)}
 	go s.door.Serve(ln)
 	t.Cleanup(s.Close)
 	return s

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/alert"
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/store"
 )
 
 var event = []byte(`{"id":"evt_1","type":"order.paid","data":{"order_id":"ord_1"}}`)
 
 func TestFiveIdenticalDeliveriesForwardOnce(t *testing.T) {
-	forEachDoor(t, testFiveIdenticalDeliveriesForwardOnce)
+	doortest.ForEach(t, testFiveIdenticalDeliveriesForwardOnce)
 }
 
 func testFiveIdenticalDeliveriesForwardOnce(t *testing.T) {
@@ -53,7 +54,7 @@ func testFiveIdenticalDeliveriesForwardOnce(t *testing.T) {
 }
 
 func TestConcurrentIdenticalDeliveriesForwardExactlyOnce(t *testing.T) {
-	forEachDoor(t, testConcurrentIdenticalDeliveriesForwardExactlyOnce)
+	doortest.ForEach(t, testConcurrentIdenticalDeliveriesForwardExactlyOnce)
 }
 
 func testConcurrentIdenticalDeliveriesForwardExactlyOnce(t *testing.T) {
@@ -103,7 +104,7 @@ func testConcurrentIdenticalDeliveriesForwardExactlyOnce(t *testing.T) {
 }
 
 func TestUpstream500ThenRetryIsForwarded(t *testing.T) {
-	forEachDoor(t, testUpstream500ThenRetryIsForwarded)
+	doortest.ForEach(t, testUpstream500ThenRetryIsForwarded)
 }
 
 func testUpstream500ThenRetryIsForwarded(t *testing.T) {
@@ -134,7 +135,7 @@ func testUpstream500ThenRetryIsForwarded(t *testing.T) {
 }
 
 func TestUpstreamTimeoutGives504AndRetryIsForwarded(t *testing.T) {
-	forEachDoor(t, testUpstreamTimeoutGives504AndRetryIsForwarded)
+	doortest.ForEach(t, testUpstreamTimeoutGives504AndRetryIsForwarded)
 }
 
 func testUpstreamTimeoutGives504AndRetryIsForwarded(t *testing.T) {
@@ -162,7 +163,9 @@ func testUpstreamTimeoutGives504AndRetryIsForwarded(t *testing.T) {
 	}
 }
 
-func TestUpstreamUnreachableGives502(t *testing.T) { forEachDoor(t, testUpstreamUnreachableGives502) }
+func TestUpstreamUnreachableGives502(t *testing.T) {
+	doortest.ForEach(t, testUpstreamUnreachableGives502)
+}
 
 func testUpstreamUnreachableGives502(t *testing.T) {
 	h := newHarness(t, nil)
@@ -177,7 +180,7 @@ func testUpstreamUnreachableGives502(t *testing.T) {
 }
 
 func TestFinishAndReleaseByUpstreamStatus(t *testing.T) {
-	forEachDoor(t, testFinishAndReleaseByUpstreamStatus)
+	doortest.ForEach(t, testFinishAndReleaseByUpstreamStatus)
 }
 
 func testFinishAndReleaseByUpstreamStatus(t *testing.T) {
@@ -198,7 +201,7 @@ func testFinishAndReleaseByUpstreamStatus(t *testing.T) {
 	}
 }
 
-func TestSameKeyOtherBodyGives422(t *testing.T) { forEachDoor(t, testSameKeyOtherBodyGives422) }
+func TestSameKeyOtherBodyGives422(t *testing.T) { doortest.ForEach(t, testSameKeyOtherBodyGives422) }
 
 func testSameKeyOtherBodyGives422(t *testing.T) {
 	h := newHarness(t, nil)
@@ -212,7 +215,7 @@ func testSameKeyOtherBodyGives422(t *testing.T) {
 	}
 }
 
-func TestRequestErrors(t *testing.T) { forEachDoor(t, testRequestErrors) }
+func TestRequestErrors(t *testing.T) { doortest.ForEach(t, testRequestErrors) }
 
 func testRequestErrors(t *testing.T) {
 	h := newHarness(t, nil)
@@ -261,7 +264,7 @@ func testRequestErrors(t *testing.T) {
 }
 
 func TestBadSignatureNeverReachesUpstreamNorCache(t *testing.T) {
-	forEachDoor(t, testBadSignatureNeverReachesUpstreamNorCache)
+	doortest.ForEach(t, testBadSignatureNeverReachesUpstreamNorCache)
 }
 
 func testBadSignatureNeverReachesUpstreamNorCache(t *testing.T) {
@@ -300,7 +303,7 @@ func testBadSignatureNeverReachesUpstreamNorCache(t *testing.T) {
 }
 
 func TestShadowModeForwardsDuplicatesAndCountsThem(t *testing.T) {
-	forEachDoor(t, testShadowModeForwardsDuplicatesAndCountsThem)
+	doortest.ForEach(t, testShadowModeForwardsDuplicatesAndCountsThem)
 }
 
 func testShadowModeForwardsDuplicatesAndCountsThem(t *testing.T) {
@@ -318,7 +321,7 @@ func testShadowModeForwardsDuplicatesAndCountsThem(t *testing.T) {
 	}
 }
 
-func TestOffModeForwardsEverything(t *testing.T) { forEachDoor(t, testOffModeForwardsEverything) }
+func TestOffModeForwardsEverything(t *testing.T) { doortest.ForEach(t, testOffModeForwardsEverything) }
 
 func testOffModeForwardsEverything(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    dedupe: { mode: \"off\" }"))
@@ -330,7 +333,7 @@ func testOffModeForwardsEverything(t *testing.T) {
 	}
 }
 
-func TestUnkeyedWhenKeyNotRequired(t *testing.T) { forEachDoor(t, testUnkeyedWhenKeyNotRequired) }
+func TestUnkeyedWhenKeyNotRequired(t *testing.T) { doortest.ForEach(t, testUnkeyedWhenKeyNotRequired) }
 
 func testUnkeyedWhenKeyNotRequired(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    idempotency: { required: false }"))
@@ -350,7 +353,7 @@ func testUnkeyedWhenKeyNotRequired(t *testing.T) {
 	}
 }
 
-func TestForwardedHeaders(t *testing.T) { forEachDoor(t, testForwardedHeaders) }
+func TestForwardedHeaders(t *testing.T) { doortest.ForEach(t, testForwardedHeaders) }
 
 func testForwardedHeaders(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML("    idempotency: { key: [\"json:id\"] }"))
@@ -394,7 +397,7 @@ func testForwardedHeaders(t *testing.T) {
 }
 
 func TestAttemptHeaderCountsDeliveries(t *testing.T) {
-	forEachDoor(t, testAttemptHeaderCountsDeliveries)
+	doortest.ForEach(t, testAttemptHeaderCountsDeliveries)
 }
 
 func testAttemptHeaderCountsDeliveries(t *testing.T) {
@@ -414,7 +417,7 @@ func testAttemptHeaderCountsDeliveries(t *testing.T) {
 	}
 }
 
-func TestAccessLogLines(t *testing.T) { forEachDoor(t, testAccessLogLines) }
+func TestAccessLogLines(t *testing.T) { doortest.ForEach(t, testAccessLogLines) }
 
 func testAccessLogLines(t *testing.T) {
 	h := newHarness(t, nil)
@@ -449,7 +452,7 @@ func (failingStore) Claim(context.Context, string, string, time.Duration) (store
 }
 func (failingStore) Ping(context.Context) error { return store.ErrUnavailable }
 
-func TestStoreUnavailable(t *testing.T) { forEachDoor(t, testStoreUnavailable) }
+func TestStoreUnavailable(t *testing.T) { doortest.ForEach(t, testStoreUnavailable) }
 
 func testStoreUnavailable(t *testing.T) {
 	t.Run("reject", func(t *testing.T) {
@@ -479,7 +482,7 @@ func testStoreUnavailable(t *testing.T) {
 }
 
 func TestReplayBodyOverLimitKeepsStatusOnly(t *testing.T) {
-	forEachDoor(t, testReplayBodyOverLimitKeepsStatusOnly)
+	doortest.ForEach(t, testReplayBodyOverLimitKeepsStatusOnly)
 }
 
 func testReplayBodyOverLimitKeepsStatusOnly(t *testing.T) {
@@ -499,7 +502,7 @@ func testReplayBodyOverLimitKeepsStatusOnly(t *testing.T) {
 // times on a broken connection by default, which would forward one delivery
 // several times.
 func TestClientNeverRetriesABrokenDelivery(t *testing.T) {
-	forEachDoor(t, testClientNeverRetriesABrokenDelivery)
+	doortest.ForEach(t, testClientNeverRetriesABrokenDelivery)
 }
 
 func testClientNeverRetriesABrokenDelivery(t *testing.T) {
@@ -522,7 +525,7 @@ func testClientNeverRetriesABrokenDelivery(t *testing.T) {
 	}
 }
 
-func TestRetryAlertFiresOncePerKey(t *testing.T) { forEachDoor(t, testRetryAlertFiresOncePerKey) }
+func TestRetryAlertFiresOncePerKey(t *testing.T) { doortest.ForEach(t, testRetryAlertFiresOncePerKey) }
 
 func testRetryAlertFiresOncePerKey(t *testing.T) {
 	var posts atomic.Int64
@@ -567,7 +570,7 @@ func testRetryAlertFiresOncePerKey(t *testing.T) {
 }
 
 func TestHangingAlertReceiverDoesNotHoldDeliveries(t *testing.T) {
-	forEachDoor(t, testHangingAlertReceiverDoesNotHoldDeliveries)
+	doortest.ForEach(t, testHangingAlertReceiverDoesNotHoldDeliveries)
 }
 
 func testHangingAlertReceiverDoesNotHoldDeliveries(t *testing.T) {
@@ -614,7 +617,7 @@ func (f *flakyFinishStore) Finish(ctx context.Context, key, token string, out st
 // Regression: a Finish that timed out left the lock with no record behind
 // it, so once lock_ttl passed a retry was forwarded a second time.
 func TestFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
-	forEachDoor(t, testFinishIsRetriedWhenTheStoreHiccups)
+	doortest.ForEach(t, testFinishIsRetriedWhenTheStoreHiccups)
 }
 
 func testFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
@@ -635,7 +638,7 @@ func testFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
 // At shutdown the locks of deliveries cut by the grace period are released,
 // so the provider's retry (to another instance) need not wait out lock_ttl.
 func TestReleaseHeldFreesLocksOfCutDeliveries(t *testing.T) {
-	forEachDoor(t, testReleaseHeldFreesLocksOfCutDeliveries)
+	doortest.ForEach(t, testReleaseHeldFreesLocksOfCutDeliveries)
 }
 
 func testReleaseHeldFreesLocksOfCutDeliveries(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
 )
@@ -46,7 +47,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 func TestQueueRouteAcknowledgesThenDelivers(t *testing.T) {
-	forEachDoor(t, testQueueRouteAcknowledgesThenDelivers)
+	doortest.ForEach(t, testQueueRouteAcknowledgesThenDelivers)
 }
 
 func testQueueRouteAcknowledgesThenDelivers(t *testing.T) {
@@ -99,7 +100,9 @@ func testQueueRouteAcknowledgesThenDelivers(t *testing.T) {
 	}
 }
 
-func TestQueueRouteCopiesWhileQueued(t *testing.T) { forEachDoor(t, testQueueRouteCopiesWhileQueued) }
+func TestQueueRouteCopiesWhileQueued(t *testing.T) {
+	doortest.ForEach(t, testQueueRouteCopiesWhileQueued)
+}
 
 func testQueueRouteCopiesWhileQueued(t *testing.T) {
 	release := make(chan struct{})
@@ -127,7 +130,7 @@ func testQueueRouteCopiesWhileQueued(t *testing.T) {
 	waitUntil(t, "the one try", func() bool { return calls.Load() == 1 })
 }
 
-func TestQueueRouteFullIs503(t *testing.T) { forEachDoor(t, testQueueRouteFullIs503) }
+func TestQueueRouteFullIs503(t *testing.T) { doortest.ForEach(t, testQueueRouteFullIs503) }
 
 func testQueueRouteFullIs503(t *testing.T) {
 	release := make(chan struct{})
@@ -193,7 +196,7 @@ func (downQueue) Stats(context.Context, string) (queue.Stats, error) {
 }
 
 func TestQueueRouteBackendDownIs503NeverAcknowledged(t *testing.T) {
-	forEachDoor(t, testQueueRouteBackendDownIs503NeverAcknowledged)
+	doortest.ForEach(t, testQueueRouteBackendDownIs503NeverAcknowledged)
 }
 
 func testQueueRouteBackendDownIs503NeverAcknowledged(t *testing.T) {
@@ -210,7 +213,9 @@ func testQueueRouteBackendDownIs503NeverAcknowledged(t *testing.T) {
 	}
 }
 
-func TestQueueRouteWithoutQueueIs503(t *testing.T) { forEachDoor(t, testQueueRouteWithoutQueueIs503) }
+func TestQueueRouteWithoutQueueIs503(t *testing.T) {
+	doortest.ForEach(t, testQueueRouteWithoutQueueIs503)
+}
 
 func testQueueRouteWithoutQueueIs503(t *testing.T) {
 	h := newHarness(t, nil, withRouteYAML(queueRoute))

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
@@ -109,7 +110,7 @@ func (f *fleet) deliver(i int, key string, body []byte) result {
 }
 
 func TestFleetForwardsEachEventExactlyOnce(t *testing.T) {
-	forEachDoor(t, testFleetForwardsEachEventExactlyOnce)
+	doortest.ForEach(t, testFleetForwardsEachEventExactlyOnce)
 }
 
 func testFleetForwardsEachEventExactlyOnce(t *testing.T) {
@@ -151,7 +152,7 @@ func testFleetForwardsEachEventExactlyOnce(t *testing.T) {
 }
 
 func TestRestartedInstanceStillReplays(t *testing.T) {
-	forEachDoor(t, testRestartedInstanceStillReplays)
+	doortest.ForEach(t, testRestartedInstanceStillReplays)
 }
 
 func testRestartedInstanceStillReplays(t *testing.T) {
@@ -169,7 +170,7 @@ func testRestartedInstanceStillReplays(t *testing.T) {
 }
 
 func TestCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
-	forEachDoor(t, testCrashedLockHolderBlocksOnlyUntilLockTTL)
+	doortest.ForEach(t, testCrashedLockHolderBlocksOnlyUntilLockTTL)
 }
 
 func testCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
@@ -198,7 +199,7 @@ func testCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
 	}
 }
 
-func TestRedisKilledDuringRun(t *testing.T) { forEachDoor(t, testRedisKilledDuringRun) }
+func TestRedisKilledDuringRun(t *testing.T) { doortest.ForEach(t, testRedisKilledDuringRun) }
 
 func testRedisKilledDuringRun(t *testing.T) {
 	for _, onError := range []string{"reject", "forward"} {
@@ -258,7 +259,7 @@ func testRedisKilledDuringRun(t *testing.T) {
 // the lock, so nothing was recorded and the same event sent to another
 // instance after lock_ttl went through a second time.
 func TestRedisRestartDuringADeliveryDoesNotForwardItTwice(t *testing.T) {
-	forEachDoor(t, testRedisRestartDuringADeliveryDoesNotForwardItTwice)
+	doortest.ForEach(t, testRedisRestartDuringADeliveryDoesNotForwardItTwice)
 }
 
 func testRedisRestartDuringADeliveryDoesNotForwardItTwice(t *testing.T) {
@@ -294,7 +295,7 @@ func testRedisRestartDuringADeliveryDoesNotForwardItTwice(t *testing.T) {
 }
 
 func TestCorruptedRecordGives503NeverAForward(t *testing.T) {
-	forEachDoor(t, testCorruptedRecordGives503NeverAForward)
+	doortest.ForEach(t, testCorruptedRecordGives503NeverAForward)
 }
 
 func testCorruptedRecordGives503NeverAForward(t *testing.T) {
@@ -314,7 +315,7 @@ func testCorruptedRecordGives503NeverAForward(t *testing.T) {
 	}
 }
 
-func TestFleetOnRedisCluster(t *testing.T) { forEachDoor(t, testFleetOnRedisCluster) }
+func TestFleetOnRedisCluster(t *testing.T) { doortest.ForEach(t, testFleetOnRedisCluster) }
 
 func testFleetOnRedisCluster(t *testing.T) {
 	nodes := redistest.StartCluster(t)
@@ -353,7 +354,9 @@ func scriptCalls(t *testing.T, addr string) int {
 	return n
 }
 
-func TestRedisRoundTripsPerDelivery(t *testing.T) { forEachDoor(t, testRedisRoundTripsPerDelivery) }
+func TestRedisRoundTripsPerDelivery(t *testing.T) {
+	doortest.ForEach(t, testRedisRoundTripsPerDelivery)
+}
 
 func testRedisRoundTripsPerDelivery(t *testing.T) {
 	addr := redistest.Start(t)
@@ -376,7 +379,7 @@ func testRedisRoundTripsPerDelivery(t *testing.T) {
 }
 
 func TestGatewayStartsWhileRedisIsDown(t *testing.T) {
-	forEachDoor(t, testGatewayStartsWhileRedisIsDown)
+	doortest.ForEach(t, testGatewayStartsWhileRedisIsDown)
 }
 
 func testGatewayStartsWhileRedisIsDown(t *testing.T) {

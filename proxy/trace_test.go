@@ -11,6 +11,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/clawgate/clawgate/internal/doortest"
 )
 
 // callerTraceparent is a provider's traceparent: its trace and span ids.
@@ -104,7 +106,7 @@ func (h *harness) accessLine(t *testing.T, n int) map[string]any {
 // with verify, claim, forward (client) and settle as its children; the
 // upstream is told the forward span is its parent.
 func TestTracingForwardedDeliveryContinuesTheCallersTrace(t *testing.T) {
-	forEachDoor(t, testTracingForwardedDeliveryContinuesTheCallersTrace)
+	doortest.ForEach(t, testTracingForwardedDeliveryContinuesTheCallersTrace)
 }
 
 func testTracingForwardedDeliveryContinuesTheCallersTrace(t *testing.T) {
@@ -187,7 +189,7 @@ func testTracingForwardedDeliveryContinuesTheCallersTrace(t *testing.T) {
 // Without a valid traceparent the delivery span starts the trace: its
 // trace id is the access line's trace_id and the request id.
 func TestTracingStartsATraceWithoutAValidTraceparent(t *testing.T) {
-	forEachDoor(t, testTracingStartsATraceWithoutAValidTraceparent)
+	doortest.ForEach(t, testTracingStartsATraceWithoutAValidTraceparent)
 }
 
 func testTracingStartsATraceWithoutAValidTraceparent(t *testing.T) {
@@ -236,7 +238,7 @@ func testTracingStartsATraceWithoutAValidTraceparent(t *testing.T) {
 // and no forward; a refused signature has a failed verify span and no
 // claim.
 func TestTracingDuplicateAndUnauthorized(t *testing.T) {
-	forEachDoor(t, testTracingDuplicateAndUnauthorized)
+	doortest.ForEach(t, testTracingDuplicateAndUnauthorized)
 }
 
 func testTracingDuplicateAndUnauthorized(t *testing.T) {
@@ -277,7 +279,7 @@ func testTracingDuplicateAndUnauthorized(t *testing.T) {
 
 // On a route with a replay guard the signed request's claim is a span
 // inside the delivery's claim, and its record a settle span of its own.
-func TestTracingReplayGuard(t *testing.T) { forEachDoor(t, testTracingReplayGuard) }
+func TestTracingReplayGuard(t *testing.T) { doortest.ForEach(t, testTracingReplayGuard) }
 
 func testTracingReplayGuard(t *testing.T) {
 	h, exp := tracedHarness(t, sdktrace.AlwaysSample(), withRouteYAML(`    idempotency: { key: ["header:Idempotency-Key"] }`))
@@ -311,7 +313,7 @@ func testTracingReplayGuard(t *testing.T) {
 
 // A delivery the sampler leaves out records nothing, and still passes a
 // traceparent upstream in the caller's trace, marked not sampled.
-func TestTracingUnsampledDelivery(t *testing.T) { forEachDoor(t, testTracingUnsampledDelivery) }
+func TestTracingUnsampledDelivery(t *testing.T) { doortest.ForEach(t, testTracingUnsampledDelivery) }
 
 func testTracingUnsampledDelivery(t *testing.T) {
 	h, exp := tracedHarness(t, sdktrace.NeverSample())
@@ -335,7 +337,7 @@ func testTracingUnsampledDelivery(t *testing.T) {
 // With tracing off the caller's traceparent goes upstream as it came, and
 // its trace id is the access line's trace_id.
 func TestTracingOffKeepsTheCallersTraceparent(t *testing.T) {
-	forEachDoor(t, testTracingOffKeepsTheCallersTraceparent)
+	doortest.ForEach(t, testTracingOffKeepsTheCallersTraceparent)
 }
 
 func testTracingOffKeepsTheCallersTraceparent(t *testing.T) {

@@ -21,36 +21,13 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 )
 
 // The delivery listener has two front doors (config.Server): the tests
 // that send HTTP to it run on both, as subtests named "nethttp" and
-// "fasthttp" (forEachDoor), and start their gateway with the door the
-// subtest's name says (doorYAML, withDoor).
-
-// serverDoors are the front doors every delivery-listener test runs on.
-var serverDoors = []config.ServerKind{config.ServerNetHTTP, config.ServerFastHTTP}
-
-// doorName is a front door's subtest name: "nethttp", "fasthttp".
-func doorName(k config.ServerKind) string { return strings.ReplaceAll(string(k), "/", "") }
-
-// forEachDoor runs test once on each front door, as subtests named by
-// doorName.
-func forEachDoor(t *testing.T, test func(t *testing.T)) {
-	t.Helper()
-	for _, d := range serverDoors {
-		t.Run(doorName(d), test)
-	}
-}
-
-// doorOf is the front door a test runs on: fasthttp under a "fasthttp"
-// subtest, net/http otherwise.
-func doorOf(tb testing.TB) config.ServerKind {
-	if strings.Contains(tb.Name()+"/", "/"+doorName(config.ServerFastHTTP)+"/") {
-		return config.ServerFastHTTP
-	}
-	return config.ServerNetHTTP
-}
+// "fasthttp" (doortest.ForEach), and start their gateway with the door
+// the subtest's name says (doorYAML, withDoor).
 
 // withDoor is the config y (top-level YAML, without a server key) with
 // its front door set to k.
@@ -59,14 +36,14 @@ func withDoor(k config.ServerKind, y string) string {
 }
 
 // doorYAML is y on the front door the test runs on (doorOf).
-func doorYAML(tb testing.TB, y string) string { return withDoor(doorOf(tb), y) }
+func doorYAML(tb testing.TB, y string) string { return withDoor(doortest.Of(tb), y) }
 
 // checkDoor fails the test unless s serves deliveries on the front door
 // the test runs on: a config whose server key was lost would otherwise
 // run every "fasthttp" subtest on net/http.
 func checkDoor(tb testing.TB, s *Server) {
 	tb.Helper()
-	want := doorOf(tb)
+	want := doortest.Of(tb)
 	if s.cfg.Server != want {
 		tb.Fatalf("the gateway runs with server: %q, want %q", s.cfg.Server, want)
 	}
@@ -150,7 +127,7 @@ func readEnd(c net.Conn, bound time.Duration) (n int64, err error) {
 // waits for it; meanwhile new connections are refused and an idle
 // keep-alive connection is closed without an answer. On each front door.
 func TestShutdownDrainsTheDeliveryInFlight(t *testing.T) {
-	forEachDoor(t, testShutdownDrainsTheDeliveryInFlight)
+	doortest.ForEach(t, testShutdownDrainsTheDeliveryInFlight)
 }
 
 func testShutdownDrainsTheDeliveryInFlight(t *testing.T) {
@@ -248,7 +225,7 @@ func testShutdownDrainsTheDeliveryInFlight(t *testing.T) {
 // HTTP/1.1 over TLS (its ALPN offers only http/1.1), net/http may
 // negotiate HTTP/2. Two deliveries share one connection, and the
 // upstream learns they came over TLS (X-Forwarded-Proto: https).
-func TestTLSServesDeliveries(t *testing.T) { forEachDoor(t, testTLSServesDeliveries) }
+func TestTLSServesDeliveries(t *testing.T) { doortest.ForEach(t, testTLSServesDeliveries) }
 
 func testTLSServesDeliveries(t *testing.T) {
 	up := newHeldUpstream(t)
@@ -294,7 +271,7 @@ tls: { cert_file: tls.crt, key_file: tls.key }`, 1)
 			t.Fatalf("%s: not answered over TLS", key)
 		}
 		t.Logf("%s: %s, ALPN %q", key, resp.Proto, resp.TLS.NegotiatedProtocol)
-		if doorOf(t) == config.ServerFastHTTP && (resp.ProtoMajor != 1 || resp.ProtoMinor != 1 || resp.TLS.NegotiatedProtocol != "http/1.1") {
+		if doortest.Of(t) == config.ServerFastHTTP && (resp.ProtoMajor != 1 || resp.ProtoMinor != 1 || resp.TLS.NegotiatedProtocol != "http/1.1") {
 			t.Errorf("%s on fasthttp: %s with ALPN %q, want HTTP/1.1 (http/1.1)", key, resp.Proto, resp.TLS.NegotiatedProtocol)
 		}
 	}

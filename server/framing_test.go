@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/proxy"
 )
 
@@ -1061,7 +1062,7 @@ func outcomeProblems(path string, o framingOutcome, got framingResult, reqs []up
 // ("preread") and streamed past a small pre-read ("streamed",
 // framingSmallRoute).
 func TestFraming(t *testing.T) {
-	forEachDoor(t, func(t *testing.T) {
+	doortest.ForEach(t, func(t *testing.T) {
 		t.Parallel()
 		for _, streamed := range []bool{false, true} {
 			name := "preread"

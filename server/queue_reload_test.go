@@ -4,13 +4,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clawgate/clawgate/internal/doortest"
 )
 
 // A reload that turns a route into a queue route starts its workers, one
 // that turns it back stops them, and one that changes its workers restarts
 // them: every event acknowledged on the way is delivered once. On each
 // front door.
-func TestQueueRouteFollowsReload(t *testing.T) { forEachDoor(t, testQueueRouteFollowsReload) }
+func TestQueueRouteFollowsReload(t *testing.T) { doortest.ForEach(t, testQueueRouteFollowsReload) }
 
 func testQueueRouteFollowsReload(t *testing.T) {
 	up := newQUpstream(t)

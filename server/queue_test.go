@@ -21,6 +21,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/internal/kafkatest"
 	"github.com/clawgate/clawgate/store/redistest"
 )
@@ -235,8 +236,8 @@ func forEachQueueBackend(t *testing.T, f func(t *testing.T, be string, c qConf))
 // backend covers the door, and keeps the suite's time down.
 func forEachQueueDoor(t *testing.T, f func(t *testing.T, be string, c qConf)) {
 	t.Helper()
-	forEachDoor(t, func(t *testing.T) {
-		if doorOf(t) == config.ServerFastHTTP {
+	doortest.ForEach(t, func(t *testing.T) {
+		if doortest.Of(t) == config.ServerFastHTTP {
 			be := qBackends[0]
 			t.Run(be.name, func(t *testing.T) { f(t, be.name, be.conf(t)) })
 			return
@@ -957,7 +958,7 @@ func TestQueueRedisStreamDeleted(t *testing.T) {
 // With Redis down a queue route answers 503 with Retry-After (nothing is
 // acknowledged that is not stored); once Redis is back the same delivery
 // is acknowledged and delivered. On each front door.
-func TestQueueRedisDown503(t *testing.T) { forEachDoor(t, testQueueRedisDown503) }
+func TestQueueRedisDown503(t *testing.T) { doortest.ForEach(t, testQueueRedisDown503) }
 
 func testQueueRedisDown503(t *testing.T) {
 	srv := redistest.StartServer(t)
@@ -991,7 +992,7 @@ func testQueueRedisDown503(t *testing.T) {
 
 // The memory queue delivers each event once, and says at start-up that
 // it loses what it holds when the process stops. On each front door.
-func TestQueueMemoryBackend(t *testing.T) { forEachDoor(t, testQueueMemoryBackend) }
+func TestQueueMemoryBackend(t *testing.T) { doortest.ForEach(t, testQueueMemoryBackend) }
 
 func testQueueMemoryBackend(t *testing.T) {
 	up := newQUpstream(t)

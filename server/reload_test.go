@@ -30,6 +30,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 )
 
 // logBuffer is a log destination the test reads while the server writes.
@@ -299,7 +300,7 @@ func peerName(t *testing.T, addr string) string {
 // Files that do not load keep the old one and fail the reload. On each
 // front door.
 func TestReloadReplacesTheTLSCertificate(t *testing.T) {
-	forEachDoor(t, testReloadReplacesTheTLSCertificate)
+	doortest.ForEach(t, testReloadReplacesTheTLSCertificate)
 }
 
 func testReloadReplacesTheTLSCertificate(t *testing.T) {
@@ -356,7 +357,7 @@ tls: { cert_file: tls.crt, key_file: tls.key }`, 1)
 
 // clawgate_build_info carries the version and Go version, and every store
 // call is timed by operation (the delivery sent through each front door).
-func TestBuildInfoAndStoreDuration(t *testing.T) { forEachDoor(t, testBuildInfoAndStoreDuration) }
+func TestBuildInfoAndStoreDuration(t *testing.T) { doortest.ForEach(t, testBuildInfoAndStoreDuration) }
 
 func testBuildInfoAndStoreDuration(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 )
 
 func testConfig(t *testing.T, listen string) *config.Config {
@@ -52,7 +53,7 @@ func TestStartFailsOnATakenPort(t *testing.T) {
 
 // A started server answers deliveries (here 404 for an unknown path) until
 // Shutdown, and not after, on each front door.
-func TestStartServeShutdown(t *testing.T) { forEachDoor(t, testStartServeShutdown) }
+func TestStartServeShutdown(t *testing.T) { doortest.ForEach(t, testStartServeShutdown) }
 
 func testStartServeShutdown(t *testing.T) {
 	s, err := Start(testConfig(t, "127.0.0.1:0"), opts())

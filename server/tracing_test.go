@@ -15,12 +15,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 )
 
 // With tracing on, a delivery's spans reach the OTLP receiver by the time
 // Shutdown returns (it flushes the batch), in the caller's trace, on each
 // front door.
-func TestShutdownFlushesDeliverySpans(t *testing.T) { forEachDoor(t, testShutdownFlushesDeliverySpans) }
+func TestShutdownFlushesDeliverySpans(t *testing.T) {
+	doortest.ForEach(t, testShutdownFlushesDeliverySpans)
+}
 
 func testShutdownFlushesDeliverySpans(t *testing.T) {
 	var mu sync.Mutex

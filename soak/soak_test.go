@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 )
 
 // TestSoakShort runs the short soak against the real binary, a real
@@ -19,8 +20,8 @@ func TestSoakShort(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not on PATH: `make test` installs it (scripts/ensure-pkg.sh), or apt-get install -y redis-server")
 	}
-	for _, door := range []config.ServerKind{config.ServerNetHTTP, config.ServerFastHTTP} {
-		t.Run(strings.ReplaceAll(string(door), "/", ""), func(t *testing.T) { soakShort(t, door) })
+	for _, door := range doortest.All {
+		t.Run(doortest.Name(door), func(t *testing.T) { soakShort(t, door) })
 	}
 }
 
