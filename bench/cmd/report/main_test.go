@@ -129,11 +129,7 @@ kind=rate round=1 target=clawgate-redis-queue p50_us=500 p99_us=900 non2xx=0 err
 	}
 	var b strings.Builder
 	r.text(&b)
-	for _, want := range []string{"1.50 (300 acks/s ÷ 200 req/s", "20.00 ms (5 ms to 50 ms)", "1.50 ms (1 ms to 5 ms)", "2.0 s (1 round(s) not drained)"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("text lacks %q:\n%s", want, b.String())
-		}
-	}
+	mustContain(t, "text", b.String(), []string{"1.50 (300 acks/s ÷ 200 req/s", "20.00 ms (5 ms to 50 ms)", "1.50 ms (1 ms to 5 ms)", "2.0 s (1 round(s) not drained)"})
 	// A queue run without promq's figures is an error.
 	r = analyse(parse(`kind=wrk round=1 case=dup target=clawgate-redis-queue rps=1 requests=1`))
 	if len(r.errors) != 1 {
@@ -170,19 +166,15 @@ kind=rate round=1 target=clawgate-kafka-queue p50_us=500 p99_us=900 non2xx=0 err
 	var b strings.Builder
 	r.text(&b)
 	txt := b.String()
-	for _, want := range []string{
+	mustContain(t, "text", txt, []string{
 		kafkaLineName + ": 1.25 (250 acks/s ÷ 200 req/s",
 		"unique (new key each)  clawgate (kafka, queue)",
 		"NOTE: kafka (kfake) is an in-process Go fake",
-	} {
-		if !strings.Contains(txt, want) {
-			t.Errorf("text lacks %q:\n%s", want, txt)
-		}
-	}
+	})
 	var md strings.Builder
 	r.markdown(&md, []string{"Kafka: kfake (v0), 1 broker"})
 	doc := md.String()
-	for _, want := range []string{
+	mustContain(t, "markdown", doc, []string{
 		"> **Note.** The Kafka figures are against kfake",
 		"no disk and no replication",
 		"**" + kafkaLineName + "**: 1.25",
@@ -191,11 +183,7 @@ kind=rate round=1 target=clawgate-kafka-queue p50_us=500 p99_us=900 non2xx=0 err
 		"| unique (new key each) | clawgate (redis) | - | - | - | - | 40% | - |",
 		"Kafka queue's req/s are acknowledgements against kfake",
 		"bench/cmd/kfake: kfake (v0), 1 broker",
-	} {
-		if !strings.Contains(doc, want) {
-			t.Errorf("markdown lacks %q:\n%s", want, doc)
-		}
-	}
+	})
 	// Without the Kafka target, no Kafka line and no note in the queue section.
 	r = analyse(parse(`kind=wrk round=1 case=unique target=clawgate-redis-queue rps=400 requests=1 ` + q))
 	b.Reset()
@@ -266,20 +254,16 @@ kind=wrk round=1 case=unique target=haproxy rps=90 requests=900 proxy_cpu_us=180
 	var b strings.Builder
 	r.text(&b)
 	txt := strings.Join(strings.Fields(b.String()), " ") // the aligned columns' spacing aside
-	for _, want := range []string{
+	mustContain(t, "text", txt, []string{
 		"unique (new key each) clawgate (memory) 65 0.65 100 µs 0.55 50 µs 0%",
 		"Machine load: other tenants took a median 0% of one core (at most 40%) during the 12 throughput runs; the machine was busy a median 90% of all its cores; load average 0.10 0.20 0.30 at the start, 1.00 2.00 3.00 at the end",
 		"unique (new key each), clawgate (memory) ÷ caddy >= 1.30 1.45 MET 1.50 MET",
 		"unique (new key each), clawgate fasthttp (memory) ÷ nginx >= 0.65 0.65 MET 0.69 MET",
-	} {
-		if !strings.Contains(txt, want) {
-			t.Errorf("text lacks %q:\n%s", want, txt)
-		}
-	}
+	})
 	var md strings.Builder
 	r.markdown(&md, r.meta)
 	doc := md.String()
-	for _, want := range []string{
+	mustContain(t, "markdown", doc, []string{
 		"| unique (new key each) | haproxy | 90 | 0.90 | 50 µs | 1.00 | 20 µs | 0% |",
 		"| unique (new key each) | clawgate fasthttp (memory) | 65 | 0.65 | 80 µs | 0.69 | 40 µs | 0% |",
 		"| duplicates (one key), clawgate fasthttp (memory) ÷ nginx | >= 2.00 | 2.10 | MET | 2.10 | MET |",
@@ -288,11 +272,7 @@ kind=wrk round=1 case=unique target=haproxy rps=90 requests=900 proxy_cpu_us=180
 		"| unique (new key each) | caddy | - | 100 µs | 0.20 | - | - | - | - | 0% | 90% |",
 		"- **Other work on the machine**: other tenants took a median 0%",
 		"(c) *haproxy*",
-	} {
-		if !strings.Contains(doc, want) {
-			t.Errorf("markdown lacks %q:\n%s", want, doc)
-		}
-	}
+	})
 }
 
 // A fasthttp target on Redis shows Redis's CPU; the fixed-rate table
@@ -316,5 +296,16 @@ kind=rate round=1 target=caddy p99_us=2000 p50_us=700
 	}
 	if caddy == nil || caddy[5] != "1.00 ms" || caddy[6] != "+0.80 ms" {
 		t.Errorf("caddy rate row %q", caddy)
+	}
+}
+
+// mustContain fails t for each of wants that got lacks; what names the
+// output ("text", "markdown").
+func mustContain(t *testing.T, what, got string, wants []string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, got)
+		}
 	}
 }
