@@ -43,7 +43,11 @@ func TestRedisFinishWaitsForReplica(t *testing.T) {
 	master := redistest.StartServer(t)
 	replica := redistest.StartReplica(t, master)
 	var shortfalls atomic.Int64
-	r := newTestRedis(t, RedisOptions{Addrs: []string{master.Addr}, WaitReplicas: 1, OnReplicaShortfall: func() { shortfalls.Add(1) }})
+	// A wait far above what an acknowledgement takes, even on a loaded
+	// machine (the default 100 ms was missed under CI's parallel tests):
+	// WAIT returns as soon as the replica acknowledges.
+	r := newTestRedis(t, RedisOptions{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 5 * time.Second, OpTimeout: 10 * time.Second,
+		OnReplicaShortfall: func() { shortfalls.Add(1) }})
 	// The first Finish loads the script (EVALSHA, NOSCRIPT, then EVAL with
 	// WAIT again); the next ones send one EVALSHA and one WAIT.
 	c := mustClaim(t, r, "orders:0", fpA, time.Minute, Claimed)
