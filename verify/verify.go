@@ -39,9 +39,10 @@ type Config struct {
 	// be written out to disable verification.
 	Scheme string `yaml:"scheme"`
 	// Header carries the signature (hmac, ed25519, ecdsa-p256; jwt uses
-	// JWT.Header). For standard-webhooks it names the header family the
-	// Signer sends, webhook-signature (zero value) or svix-signature (Svix,
-	// Clerk, Resend); Verify reads either family.
+	// jwt.header). For standard-webhooks it names the header family the
+	// Signer (and so clawgate simulate) sends, webhook-signature (zero
+	// value) or svix-signature (Svix, Clerk, Resend); the verifier reads
+	// either family.
 	Header string `yaml:"header"`
 	// Algorithm is the HMAC hash (hmac only): sha1, sha256 (zero value), sha512.
 	Algorithm string `yaml:"algorithm"`
@@ -62,11 +63,11 @@ type Config struct {
 	Prefix string `yaml:"prefix"`
 	// Template is the signed content (hmac, ed25519, ecdsa-p256): literal
 	// text and placeholders, such as "v0:{timestamp}:{body}" or
-	// "{url}{body}" (see template.go). Zero (hmac): the body alone.
+	// "{url}{body}" (see verify/template.go). Zero (hmac): the body alone.
 	Template string `yaml:"template"`
 	// Format is how the signature sits in its header (hmac, ed25519,
 	// ecdsa-p256): "{signature}" (zero value), "sha256={signature}",
-	// "t={timestamp},v1={signature}", ... (see format.go). A list format
+	// "t={timestamp},v1={signature}", ... (see verify/format.go). A list format
 	// accepts several signatures, for a secret being rotated.
 	Format string `yaml:"format"`
 	// Timestamp is where the signed timestamp is read when Format has no
@@ -150,12 +151,13 @@ type JWTConfig struct {
 	// Leeway applied to exp, nbf and iat. Zero: none.
 	Leeway time.Duration `yaml:"leeway"`
 	// MaxAge rejects tokens whose iat is older; iat is then required. Zero:
-	// not checked, and exp is required instead (New warns: a token is then
-	// accepted until its exp).
+	// not checked, and exp is required instead (the gateway warns: a token
+	// is then accepted until its exp).
 	MaxAge time.Duration `yaml:"max_age"`
 	// BodyHashClaim names a claim holding the lowercase hex SHA-256 of the
-	// raw body (Plaid: request_body_sha256); the verifier is then a
-	// SignedDigester. Empty: the body is not bound, and New warns.
+	// raw body (Plaid: request_body_sha256), which binds the token to the
+	// body (the verifier is then a SignedDigester). Empty: the body is not
+	// bound, and the gateway warns.
 	BodyHashClaim string `yaml:"body_hash_claim"`
 }
 
