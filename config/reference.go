@@ -173,9 +173,11 @@ func userDoc(doc, goField string, names map[string]string) string {
 	})
 }
 
-// camel reports a Go-looking name: a capital after the first letter.
+// camel reports a Go-looking name: a capital after the first letter, and
+// a small letter (MasterName, JWKSRefresh; not an acronym such as TLS).
 func camel(s string) bool {
-	return strings.IndexFunc(s[1:], func(r rune) bool { return r >= 'A' && r <= 'Z' }) >= 0
+	return strings.IndexFunc(s[1:], func(r rune) bool { return r >= 'A' && r <= 'Z' }) >= 0 &&
+		strings.IndexFunc(s, func(r rune) bool { return r >= 'a' && r <= 'z' }) >= 0
 }
 
 // defaultOf is n's default as a YAML or JSON value: a string, number,

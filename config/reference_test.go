@@ -269,3 +269,20 @@ func TestFormatDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestUserDoc(t *testing.T) {
+	names := map[string]string{"MasterName": "master_name", "TLS": "tls", "Addrs": "addrs", "Retry": "retry"}
+	for _, tc := range []struct{ doc, field, want string }{
+		{"Addrs are addresses, unless MasterName is set.", "Addrs", "`addrs` are addresses, unless `master_name` is set."},
+		{"TLS connects over TLS.", "TLS", "`tls` connects over TLS."},
+		{"Retry says how; honours Retry-After.", "Retry", "`retry` says how; honours Retry-After."},
+		{"MasterName: the name (see Config.MasterName).", "MasterName", "`master_name`: the name (see Config.MasterName)."},
+		{"Addresses are many.", "Addrs", "Addresses are many."},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			if got := userDoc(tc.doc, tc.field, names); got != tc.want {
+				t.Errorf("userDoc(%q) = %q, want %q", tc.doc, got, tc.want)
+			}
+		})
+	}
+}
