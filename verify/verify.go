@@ -60,6 +60,7 @@ type Config struct {
 	Encoding string `yaml:"encoding"`
 	// Prefix precedes the encoded MAC in the header (hmac only), e.g. "sha256=".
 	// It is shorthand for Format "PREFIX{signature}"; set one or the other.
+	// Empty (the default): no prefix.
 	Prefix string `yaml:"prefix"`
 	// Template is the signed content (hmac, ed25519, ecdsa-p256): literal
 	// text and placeholders, such as "v0:{timestamp}:{body}" or
@@ -102,14 +103,19 @@ type Config struct {
 // SecretFile is set. New warns about a secret shorter than MinSecretLen
 // bytes and about a SecretFile its group or others may read.
 type SecretConfig struct {
-	// ID labels the secret in webhook_signature_verified_total{secret_id}.
+	// ID labels the secret in webhook_signature_verified_total{secret_id}
+	// and the access line's secret_id; unique in the route. Empty: the
+	// secret's position in the list ("0", "1", ...).
 	ID string `yaml:"id"`
-	// Secret is an inline value (demos only; logged as a warning).
+	// Secret is an inline value (demos only; logged as a warning). Empty:
+	// secret_env or secret_file holds the secret.
 	Secret string `yaml:"secret"`
-	// SecretEnv names an environment variable holding the secret.
+	// SecretEnv names an environment variable holding the secret; it must
+	// be set and not empty. Empty: secret or secret_file holds the secret.
 	SecretEnv string `yaml:"secret_env"`
 	// SecretFile is a file holding the secret (trailing newline trimmed),
-	// relative to the config file's directory.
+	// relative to the config file's directory. Empty: secret or secret_env
+	// holds the secret.
 	SecretFile string `yaml:"secret_file"`
 	// NotBefore: the secret is not tried before this instant. Zero: always.
 	NotBefore time.Time `yaml:"not_before"`
@@ -128,6 +134,7 @@ type JWTConfig struct {
 	Keys []JWTKeyConfig `yaml:"keys"`
 	// JWKSFile is a JSON Web Key Set file, relative to the config's directory.
 	// Its keys (kty RSA, EC, OKP) join Keys, each identified by its kid.
+	// Empty: no key set file.
 	JWKSFile string `yaml:"jwks_file"`
 	// JWKSURL is a JSON Web Key Set fetched over https (plain http only for
 	// a loopback host: localhost, 127.0.0.0/8, ::1). Its keys join Keys and
@@ -144,9 +151,10 @@ type JWTConfig struct {
 	// the bound on fetches triggered by unknown kids and the floor of
 	// max-age. At least 1s and at most JWKSRefresh. Zero: 1m.
 	JWKSMinRefresh time.Duration `yaml:"jwks_min_refresh"`
-	// Issuer, when set, must equal the iss claim.
+	// Issuer, when set, must equal the iss claim. Empty: iss is not checked.
 	Issuer string `yaml:"issuer"`
-	// Audience, when set, must be in the aud claim.
+	// Audience, when set, must be in the aud claim. Empty: aud is not
+	// checked.
 	Audience string `yaml:"audience"`
 	// Leeway applied to exp, nbf and iat. Zero: none.
 	Leeway time.Duration `yaml:"leeway"`
@@ -170,12 +178,16 @@ type JWTKeyConfig struct {
 	ID string `yaml:"id"`
 	// PEMFile holds a public key ("PUBLIC KEY": RSA, ECDSA, Ed25519; "RSA
 	// PUBLIC KEY"; or a "CERTIFICATE"), relative to the config's directory.
+	// Empty: the key is an HMAC secret (secret, secret_env or secret_file).
 	PEMFile string `yaml:"pem_file"`
 	// Secret is an inline HMAC secret (demos only; logged as a warning).
+	// Empty: not inline.
 	Secret string `yaml:"secret"`
 	// SecretEnv names an environment variable holding an HMAC secret.
+	// Empty: none.
 	SecretEnv string `yaml:"secret_env"`
-	// SecretFile holds an HMAC secret (trailing newline trimmed).
+	// SecretFile holds an HMAC secret (trailing newline trimmed), relative
+	// to the config's directory. Empty: none.
 	SecretFile string `yaml:"secret_file"`
 	// NotBefore: the key is not tried before this instant. Zero: always.
 	NotBefore time.Time `yaml:"not_before"`
