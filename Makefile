@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # The race detector needs cgo: on when a C compiler is there.
 RACE     ?= $(shell command -v cc >/dev/null 2>&1 && echo -race)
 
-.PHONY: all build demo run test test-deps lint fuzz soak model helm-check bench bench-deps bench-quick bench-go clean
+.PHONY: all build demo run test test-deps lint fuzz soak model helm-check bench bench-deps bench-quick bench-go clean docs
 
 all: build
 
@@ -42,6 +42,13 @@ test: test-deps
 	model/check.sh
 	scripts/check-deploy.sh
 	scripts/check-k8s.sh
+
+## docs: regenerate docs/configuration.md and docs/gateway.schema.json from the
+## config types' doc comments (first config/fielddocs_gen.go, then the two
+## files, compiled with it); config's tests fail while they are stale.
+docs:
+	$(GO) run ./config/internal/gendoc
+	$(GO) run ./config/internal/gendoc -docs
 
 ## helm-check: lint and render the Helm chart, check the systemd unit (installs helm once: about 1.5 minutes).
 helm-check:

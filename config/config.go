@@ -80,13 +80,20 @@ type Config struct {
 
 // TLS files, relative to the config's directory. Both empty: plain HTTP.
 type TLS struct {
+	// CertFile is the PEM certificate chain the delivery listener serves,
+	// relative to the config's directory; a reload reads it again. Empty
+	// (the default) with key_file empty: plain HTTP. Both or neither.
 	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	// KeyFile is the PEM private key of cert_file. Empty (the default):
+	// plain HTTP, with cert_file empty too.
+	KeyFile string `yaml:"key_file"`
 }
 
 // Admin is the admin listener.
 type Admin struct {
-	// Listen default "127.0.0.1:9090". Empty string disables it.
+	// Listen is the admin listener's address. Default "127.0.0.1:9090";
+	// the empty string disables the admin listener (no /metrics, probes or
+	// admin API). Off loopback it needs a token.
 	Listen string `yaml:"listen"`
 	// TokenEnv names the variable holding the bearer token. Default
 	// CLAWGATE_ADMIN_TOKEN; unset or empty variable: no token, which is
@@ -119,17 +126,31 @@ type Memory struct {
 
 // Redis connection settings (store.backend: redis).
 type Redis struct {
-	// Addrs default ["127.0.0.1:6379"]; several addresses: a cluster, unless
-	// MasterName is set (sentinel addresses).
-	Addrs      []string `yaml:"addrs"`
-	MasterName string   `yaml:"master_name"`
-	Username   string   `yaml:"username"`
-	// PasswordEnv names the variable holding the password. Empty: none.
+	// Addrs are host:port addresses. Default ["127.0.0.1:6379"]. One
+	// address: a single server; several: a Redis Cluster, unless
+	// master_name is set (then they are Sentinel addresses). Must not be
+	// empty.
+	Addrs []string `yaml:"addrs"`
+	// MasterName is the Sentinel master's name; the addresses are then the
+	// Sentinels'. Empty (the default): no Sentinel.
+	MasterName string `yaml:"master_name"`
+	// Username is the Redis ACL user. Empty (the default): the default
+	// user (password only, or no authentication).
+	Username string `yaml:"username"`
+	// PasswordEnv names the variable holding the password. Empty (the
+	// default): no password.
 	PasswordEnv string `yaml:"password_env"`
-	DB          int    `yaml:"db"`
-	// KeyPrefix default "clawgate:".
+	// DB is the database number (a single server or Sentinel; a Redis
+	// Cluster has only database 0). Default 0; must not be negative.
+	DB int `yaml:"db"`
+	// KeyPrefix starts every key the gateway writes, so that several
+	// gateways (or environments) can share one Redis. Default "clawgate:";
+	// empty: no prefix.
 	KeyPrefix string `yaml:"key_prefix"`
-	TLS       bool   `yaml:"tls"`
+	// TLS connects to Redis over TLS (1.2 or later), its certificate
+	// checked against the system's certificate authorities. Default false:
+	// plain text.
+	TLS bool `yaml:"tls"`
 	// WaitReplicas: after a write that takes or records a key, wait (Redis
 	// WAIT) until this many replicas acknowledge it, so that a failover
 	// does not lose the key. Default 0: do not wait. Must not be negative.
@@ -150,11 +171,11 @@ type Queue struct {
 	// Backend: memory (this process only), redis (the store's Redis,
 	// shared by every instance) or kafka (the events in Kafka topics, see
 	// Kafka; the state of their keys in the store). Empty (the default)
-	// follows store.backend; after Parse it holds the effective value.
+	// follows store.backend (after loading it holds the effective value).
 	// memory needs store.backend memory and redis needs store.backend
-	// redis. kafka needs Kafka.Brokers and works with store.backend redis
-	// (several instances) or memory (one instance: the keys' state is in
-	// that process only, and Parse warns).
+	// redis. kafka needs queue.kafka.brokers and works with store.backend
+	// redis (several instances) or memory (one instance: the keys' state
+	// is in that process only, and the gateway warns).
 	Backend QueueBackend `yaml:"backend"`
 	// MaxDepth bounds the events queued for one route; past it a new event
 	// gets 503 with Retry-After. Default 100000; must be at least 1.
@@ -226,11 +247,14 @@ type KafkaTLS struct {
 	// CAFile is a PEM file of the certificate authorities the brokers'
 	// certificates are checked against. Empty (the default): the system's.
 	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the client certificate and its key, in PEM,
-	// for brokers that authenticate clients by certificate (mutual TLS).
-	// Both or neither; default neither.
+	// CertFile is the client certificate, in PEM, for brokers that
+	// authenticate clients by certificate (mutual TLS). Empty (the
+	// default): no client certificate; set both cert_file and key_file,
+	// or neither.
 	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	// KeyFile is the private key of cert_file, in PEM. Empty (the
+	// default): no client certificate.
+	KeyFile string `yaml:"key_file"`
 	// ServerName is the name the brokers' certificates must carry. Empty
 	// (the default): the host of the address dialled.
 	ServerName string `yaml:"server_name"`
@@ -239,8 +263,8 @@ type KafkaTLS struct {
 // KafkaSASL is queue.kafka.sasl.
 type KafkaSASL struct {
 	// Mechanism: plain, scram-sha-256 or scram-sha-512. Empty (the
-	// default): no SASL; Username and PasswordEnv must then be empty too.
-	// Without TLS the exchange is not encrypted, and Parse warns.
+	// default): no SASL; username and password_env must then be empty too.
+	// Without TLS the exchange is not encrypted, and the gateway warns.
 	Mechanism SASLMechanism `yaml:"mechanism"`
 	// Username is required with a mechanism.
 	Username string `yaml:"username"`
@@ -254,11 +278,17 @@ type KafkaSASL struct {
 
 // Dedupe settings shared by all routes.
 type Dedupe struct {
-	// Window of the in-process LRU of recent outcomes. Default 10s.
+	// Window is how long each instance remembers recent outcomes in its
+	// own memory (an LRU), answering duplicates without a store round
+	// trip. Default 10s; must be positive.
 	Window time.Duration `yaml:"window"`
-	// CacheSize bounds the LRU. Default 100000.
+	// CacheSize bounds the number of keys in that window. Default 100000;
+	// must be positive.
 	CacheSize int `yaml:"cache_size"`
-	// LockTTL bounds how long one delivery holds its key. Default 30s.
+	// LockTTL bounds how long one delivery holds its key; a lock whose
+	// holder died expires after it, and the provider's retry goes through.
+	// Default 30s; must be positive, and at least each route's timeout +
+	// 3s.
 	LockTTL time.Duration `yaml:"lock_ttl"`
 	// Retention: how long a finished key is remembered and replayed, for
 	// routes that do not set their own. Default 72h, as long as the longest
@@ -266,7 +296,9 @@ type Dedupe struct {
 	// positive, and, for each route that uses it, at least as long as that
 	// route accepts a signature (tolerance, or jwt max_age + leeway).
 	Retention time.Duration `yaml:"retention"`
-	// ReplayBodyLimit caps the stored response body. Default 64KiB.
+	// ReplayBodyLimit caps the upstream answer body stored for replays; a
+	// larger body is passed through but not stored, and its replays carry
+	// the status alone. Default 64KiB.
 	ReplayBodyLimit ByteSize `yaml:"replay_body_limit"`
 }
 
@@ -296,11 +328,11 @@ type Alerts struct {
 // Parse resolves it against the OTEL_* variables (config/tracing.go), so
 // after Parse each field holds the value the gateway runs with.
 type Tracing struct {
-	// Enabled turns tracing on. Default false; after Parse it is the
-	// effective state: also true when OTEL_TRACES_EXPORTER is otlp or
-	// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is
-	// set, and false when OTEL_SDK_DISABLED is true or
-	// OTEL_TRACES_EXPORTER is none.
+	// Enabled turns tracing on. Default false. Tracing is also on when
+	// OTEL_TRACES_EXPORTER is otlp or OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and off, whatever this
+	// says, when OTEL_SDK_DISABLED is true or OTEL_TRACES_EXPORTER is none
+	// (after loading, Enabled holds the effective state).
 	Enabled bool `yaml:"enabled"`
 	// Endpoint is the collector's base URL, http://host:port (plain text)
 	// or https://host:port (TLS); with http/protobuf spans are posted to
@@ -325,47 +357,59 @@ type Tracing struct {
 // Route is one upstream service and how its deliveries are handled.
 type Route struct {
 	// Name labels metrics and scopes keys. Required, unique.
-	Name  string `yaml:"name"`
-	Match Match  `yaml:"match"`
-	// Upstream is an absolute http(s) URL. Required.
+	Name string `yaml:"name"`
+	// Match says which requests the route takes. Required.
+	Match Match `yaml:"match"`
+	// Upstream is an absolute http(s) URL: the service deliveries are
+	// forwarded to. Required.
 	Upstream string `yaml:"upstream"`
-	Dedupe   struct {
-		// Mode: enforce (default), shadow (count, never drop) or off.
+	// Dedupe is the route's duplicate handling.
+	Dedupe struct {
+		// Mode: enforce (default: duplicates are answered by the gateway),
+		// shadow (duplicates are counted, and forwarded anyway: a safe
+		// rollout) or off (every copy is forwarded).
 		Mode DedupeMode `yaml:"mode"`
 	} `yaml:"dedupe"`
-	// StripPrefix is removed from the path before forwarding. Default none.
+	// StripPrefix is removed from the path before forwarding. Empty (the
+	// default): the path is forwarded as matched.
 	StripPrefix string `yaml:"strip_prefix"`
-	// Timeout for the upstream's answer. Default 10s. It must leave
-	// LockMargin (3s) of dedupe.lock_ttl for claiming and recording the key
+	// Timeout for the upstream's answer. Default 10s. It must leave 3s
+	// (LockMargin) of dedupe.lock_ttl for claiming and recording the key
 	// (timeout + 3s <= lock_ttl), so the lock outlives the wait for the
 	// upstream. On a queue route it bounds each try of a worker, and the
 	// same rule covers the worker's hold on the key during a try, which
 	// needs timeout + 2s <= lock_ttl.
 	Timeout time.Duration `yaml:"timeout"`
 	// Retention: how long this route's finished keys are remembered and
-	// replayed (and, with ReplayGuard, its signatures). Zero (the default)
-	// uses dedupe.retention; after Parse it holds the effective value, so
-	// the runtime reads Retention alone. Must not be negative, and must be
+	// replayed (and, with the replay guard, its signatures). Zero (the
+	// default) uses dedupe.retention (after loading it holds the effective
+	// value). Must not be negative, and must be
 	// at least as long as the route accepts a signature (tolerance, or jwt
 	// max_age + leeway).
 	Retention time.Duration `yaml:"retention"`
 	// MaxBody: larger bodies get 413. Default 1MiB.
-	MaxBody     ByteSize      `yaml:"max_body"`
-	Idempotency Idempotency   `yaml:"idempotency"`
-	Verify      verify.Config `yaml:"verify"`
-	// Provider names a preset (verify.Presets: github, stripe, zoom, ...)
+	MaxBody ByteSize `yaml:"max_body"`
+	// Idempotency says where a delivery's key comes from.
+	Idempotency Idempotency `yaml:"idempotency"`
+	// Verify says how a delivery's signature is checked. Required, unless
+	// provider names a preset: scheme none must be written out to check
+	// nothing.
+	Verify verify.Config `yaml:"verify"`
+	// Provider names a preset (github, stripe, zoom, ...: docs/providers.md)
 	// that fills in every verify and idempotency field the route does not
-	// write itself (see provider.go). Empty: none.
+	// write itself. Empty (the default): none; verify must then be written
+	// out.
 	Provider string `yaml:"provider"`
 	// PublicURL is the URL the provider calls, as it calls it (the gateway
 	// may sit behind a load balancer): required when the signature covers
-	// the URL (Twilio, Square, HubSpot); the signature's {url}.
+	// the URL (Twilio, Square, HubSpot); the signature's {url}. Empty (the
+	// default): a route whose signature covers the URL is refused.
 	PublicURL string `yaml:"public_url"`
 	// Delivery: sync (default) or queue. sync forwards a delivery while
 	// its sender waits and answers with the upstream's answer. queue
-	// stores the verified, deduplicated delivery in the queue (see
-	// Config.Queue), answers AckStatus at once, and has Workers forward it,
-	// trying again as Retry says. A queue route needs dedupe.mode enforce,
+	// stores the verified, deduplicated delivery in the queue (see the
+	// top-level queue), answers ack_status at once, and has workers
+	// forward it, trying again as retry says. A queue route needs dedupe.mode enforce,
 	// idempotency.required true, and a first key source the signature
 	// covers (or idempotency.allow_unsigned_key: true).
 	Delivery Delivery `yaml:"delivery"`
@@ -437,9 +481,15 @@ type Retry struct {
 
 // Match selects a route's deliveries. Exactly one of Path and PathPrefix.
 type Match struct {
-	Path       string `yaml:"path"`
+	// Path is the exact path the route takes (compared after its dot
+	// segments are resolved). Empty: path_prefix must be set.
+	Path string `yaml:"path"`
+	// PathPrefix is a plain string prefix of the paths the route takes;
+	// the longest matching prefix wins, after exact paths. Empty: path
+	// must be set.
 	PathPrefix string `yaml:"path_prefix"`
 	// Host, when set, must equal the request's host (port ignored).
+	// Empty (the default): any host.
 	Host string `yaml:"host"`
 	// Methods allowed: GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS, in any
 	// case; default [POST]. Others get 405.
@@ -461,12 +511,12 @@ type Idempotency struct {
 	// standard-webhooks, X-Slack-Request-Timestamp for slack); template:
 	// when all its parts are; query: never. Otherwise a captured delivery
 	// could be sent again with a fresh key and forwarded again: the
-	// gateway then guards the route (ReplayGuard) when the scheme can, and
-	// refuses the config when it cannot (jwt without body_hash_claim),
-	// unless AllowUnsignedKey is set.
+	// gateway then guards the route (the replay guard, ReplayGuard) when
+	// the scheme can, and refuses the config when it cannot (jwt without
+	// body_hash_claim), unless allow_unsigned_key is set.
 	Key []string `yaml:"key"`
 	// AllowUnsignedKey accepts a first key source the signature does not
-	// cover, with a warning, and no ReplayGuard: the same signed request
+	// cover, with a warning, and no replay guard: the same signed request
 	// may then be forwarded once under each key it arrives with. Default
 	// false: such a route is guarded, or refused when it cannot be. No
 	// effect when the first source is covered.

@@ -16,8 +16,8 @@ type RateLimit struct {
 	// Must not be negative.
 	RPS float64 `yaml:"rps"`
 	// Burst is how many deliveries may arrive at once above the rate. 0
-	// (the default) with RPS above 0 becomes max(1, ceil(RPS)); after
-	// Parse it holds that value. Must not be negative, and needs RPS.
+	// (the default) with rps above 0 becomes max(1, ceil(rps)) (after
+	// loading it holds that value). Must not be negative, and needs rps.
 	Burst int `yaml:"burst"`
 }
 

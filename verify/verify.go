@@ -39,9 +39,10 @@ type Config struct {
 	// be written out to disable verification.
 	Scheme string `yaml:"scheme"`
 	// Header carries the signature (hmac, ed25519, ecdsa-p256; jwt uses
-	// JWT.Header). For standard-webhooks it names the header family the
-	// Signer sends, webhook-signature (zero value) or svix-signature (Svix,
-	// Clerk, Resend); Verify reads either family.
+	// jwt.header). For standard-webhooks it names the header family the
+	// Signer (and so clawgate simulate) sends, webhook-signature (zero
+	// value) or svix-signature (Svix, Clerk, Resend); the verifier reads
+	// either family.
 	Header string `yaml:"header"`
 	// Algorithm is the HMAC hash (hmac only): sha1, sha256 (zero value), sha512.
 	Algorithm string `yaml:"algorithm"`
@@ -59,14 +60,15 @@ type Config struct {
 	Encoding string `yaml:"encoding"`
 	// Prefix precedes the encoded MAC in the header (hmac only), e.g. "sha256=".
 	// It is shorthand for Format "PREFIX{signature}"; set one or the other.
+	// Empty (the default): no prefix.
 	Prefix string `yaml:"prefix"`
 	// Template is the signed content (hmac, ed25519, ecdsa-p256): literal
 	// text and placeholders, such as "v0:{timestamp}:{body}" or
-	// "{url}{body}" (see template.go). Zero (hmac): the body alone.
+	// "{url}{body}" (see verify/template.go). Zero (hmac): the body alone.
 	Template string `yaml:"template"`
 	// Format is how the signature sits in its header (hmac, ed25519,
 	// ecdsa-p256): "{signature}" (zero value), "sha256={signature}",
-	// "t={timestamp},v1={signature}", ... (see format.go). A list format
+	// "t={timestamp},v1={signature}", ... (see verify/format.go). A list format
 	// accepts several signatures, for a secret being rotated.
 	Format string `yaml:"format"`
 	// Timestamp is where the signed timestamp is read when Format has no
@@ -101,14 +103,19 @@ type Config struct {
 // SecretFile is set. New warns about a secret shorter than MinSecretLen
 // bytes and about a SecretFile its group or others may read.
 type SecretConfig struct {
-	// ID labels the secret in webhook_signature_verified_total{secret_id}.
+	// ID labels the secret in webhook_signature_verified_total{secret_id}
+	// and the access line's secret_id; unique in the route. Empty: the
+	// secret's position in the list ("0", "1", ...).
 	ID string `yaml:"id"`
-	// Secret is an inline value (demos only; logged as a warning).
+	// Secret is an inline value (demos only; logged as a warning). Empty:
+	// secret_env or secret_file holds the secret.
 	Secret string `yaml:"secret"`
-	// SecretEnv names an environment variable holding the secret.
+	// SecretEnv names an environment variable holding the secret; it must
+	// be set and not empty. Empty: secret or secret_file holds the secret.
 	SecretEnv string `yaml:"secret_env"`
 	// SecretFile is a file holding the secret (trailing newline trimmed),
-	// relative to the config file's directory.
+	// relative to the config file's directory. Empty: secret or secret_env
+	// holds the secret.
 	SecretFile string `yaml:"secret_file"`
 	// NotBefore: the secret is not tried before this instant. Zero: always.
 	NotBefore time.Time `yaml:"not_before"`
@@ -127,6 +134,7 @@ type JWTConfig struct {
 	Keys []JWTKeyConfig `yaml:"keys"`
 	// JWKSFile is a JSON Web Key Set file, relative to the config's directory.
 	// Its keys (kty RSA, EC, OKP) join Keys, each identified by its kid.
+	// Empty: no key set file.
 	JWKSFile string `yaml:"jwks_file"`
 	// JWKSURL is a JSON Web Key Set fetched over https (plain http only for
 	// a loopback host: localhost, 127.0.0.0/8, ::1). Its keys join Keys and
@@ -143,19 +151,21 @@ type JWTConfig struct {
 	// the bound on fetches triggered by unknown kids and the floor of
 	// max-age. At least 1s and at most JWKSRefresh. Zero: 1m.
 	JWKSMinRefresh time.Duration `yaml:"jwks_min_refresh"`
-	// Issuer, when set, must equal the iss claim.
+	// Issuer, when set, must equal the iss claim. Empty: iss is not checked.
 	Issuer string `yaml:"issuer"`
-	// Audience, when set, must be in the aud claim.
+	// Audience, when set, must be in the aud claim. Empty: aud is not
+	// checked.
 	Audience string `yaml:"audience"`
 	// Leeway applied to exp, nbf and iat. Zero: none.
 	Leeway time.Duration `yaml:"leeway"`
 	// MaxAge rejects tokens whose iat is older; iat is then required. Zero:
-	// not checked, and exp is required instead (New warns: a token is then
-	// accepted until its exp).
+	// not checked, and exp is required instead (the gateway warns: a token
+	// is then accepted until its exp).
 	MaxAge time.Duration `yaml:"max_age"`
 	// BodyHashClaim names a claim holding the lowercase hex SHA-256 of the
-	// raw body (Plaid: request_body_sha256); the verifier is then a
-	// SignedDigester. Empty: the body is not bound, and New warns.
+	// raw body (Plaid: request_body_sha256), which binds the token to the
+	// body (the verifier is then a SignedDigester). Empty: the body is not
+	// bound, and the gateway warns.
 	BodyHashClaim string `yaml:"body_hash_claim"`
 }
 
@@ -168,12 +178,16 @@ type JWTKeyConfig struct {
 	ID string `yaml:"id"`
 	// PEMFile holds a public key ("PUBLIC KEY": RSA, ECDSA, Ed25519; "RSA
 	// PUBLIC KEY"; or a "CERTIFICATE"), relative to the config's directory.
+	// Empty: the key is an HMAC secret (secret, secret_env or secret_file).
 	PEMFile string `yaml:"pem_file"`
 	// Secret is an inline HMAC secret (demos only; logged as a warning).
+	// Empty: not inline.
 	Secret string `yaml:"secret"`
 	// SecretEnv names an environment variable holding an HMAC secret.
+	// Empty: none.
 	SecretEnv string `yaml:"secret_env"`
-	// SecretFile holds an HMAC secret (trailing newline trimmed).
+	// SecretFile holds an HMAC secret (trailing newline trimmed), relative
+	// to the config's directory. Empty: none.
 	SecretFile string `yaml:"secret_file"`
 	// NotBefore: the key is not tried before this instant. Zero: always.
 	NotBefore time.Time `yaml:"not_before"`

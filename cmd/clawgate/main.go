@@ -2,7 +2,7 @@
 // delivery's signature, forwards exactly one copy of each event to the
 // service behind it, and answers retries and duplicates itself.
 //
-// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|version] [flags]
+// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|schema|version] [flags]
 package main
 
 import (
@@ -58,6 +58,10 @@ var commands = []command{
 		"Answer every request 200 with a small JSON body, and log each one with its\n" +
 			"idempotency key, attempt and request id."},
 	{"health", "[flags]", "probe the admin listener's /readyz (or /healthz) as a container health check", "GET the admin listener's /readyz (or /healthz with -live) once and print one line.\nExits 0 on 200, 1 otherwise: a Docker HEALTHCHECK or Kubernetes exec probe for\nimages without curl or a shell (distroless)."},
+	{"schema", "", "print the JSON Schema of gateway.yaml (for editors and CI)",
+		"Print the JSON Schema (draft 2020-12) of gateway.yaml, generated from the\n" +
+			"config types: every field, its type, default and description; an unknown\n" +
+			"field is refused. docs/gateway.schema.json holds the same schema."},
 	{"version", "", "print the version, commit and Go version",
 		"Print the version, commit and Go version this binary was built with."},
 }
@@ -120,6 +124,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdEcho(args, stderr)
 	case "health":
 		return cmdHealth(args, stdout, stderr)
+	case "schema":
+		return cmdSchema(args, stdout, stderr)
 	case "version":
 		return cmdVersion(args, stdout, stderr)
 	}
