@@ -130,9 +130,14 @@ type Redis struct {
 	// KeyPrefix default "clawgate:".
 	KeyPrefix string `yaml:"key_prefix"`
 	TLS       bool   `yaml:"tls"`
-	// WaitReplicas: after a write that takes or records a key, wait (Redis
-	// WAIT) until this many replicas acknowledge it, so that a failover
-	// does not lose the key. Default 0: do not wait. Must not be negative.
+	// WaitReplicas: after each write that records an outcome or
+	// acknowledges an event (a sync route's finish; a queue route's
+	// enqueue, before its 202, and its settles, DLQ replays and purges; on
+	// Kafka the key's confirmation instead of the enqueue), wait (Redis
+	// WAIT, in the same round trip) until this many replicas acknowledge
+	// it, so that a failover does not lose it. A replica that does not
+	// answer within WaitTimeout is counted and the write still succeeds.
+	// Claims do not wait. Default 0: do not wait. Must not be negative.
 	WaitReplicas int `yaml:"wait_replicas"`
 	// WaitTimeout bounds each such wait. Default 100ms; must not be
 	// negative, and must be positive when WaitReplicas is above 0 (it is

@@ -373,6 +373,7 @@ func deadline(ctx context.Context) time.Time {
 type redisClient interface {
 	Client() redis.UniversalClient
 	RunScript(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
+	RunDurable(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
 	KeyPrefix() string
 	OpTimeout() time.Duration
 }
@@ -396,6 +397,7 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 		}
 		q := queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		q.UseBatcher(rc.RunScript)
+		q.UseDurable(rc.RunDurable)
 		return q, nil
 	default:
 		if queued > 0 {
@@ -413,6 +415,7 @@ func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 	if rc, ok := st.(redisClient); ok {
 		l := kafka.NewRedisLedger(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		l.UseBatcher(rc.RunScript)
+		l.UseDurable(rc.RunDurable)
 		ledger = l
 	} else {
 		ledger = kafka.NewMemoryLedger(nil)

@@ -46,6 +46,8 @@ type RedisLedger struct {
 	// run sends one script; by default straight to client, or through
 	// the store's batcher (UseBatcher).
 	run queue.ScriptRunner
+	// durable, when set (UseDurable), sends the durableScripts; nil: run.
+	durable queue.ScriptRunner
 }
 
 var _ Ledger = (*RedisLedger)(nil)
@@ -67,6 +69,20 @@ func NewRedisLedger(client redis.UniversalClient, prefix string, timeout time.Du
 // store's pipelining batcher) instead of one round trip each; every
 // script stays one atomic call. Call it before use.
 func (l *RedisLedger) UseBatcher(run queue.ScriptRunner) { l.run = run }
+
+// UseDurable sends the scripts whose writes acknowledge an event or
+// record an outcome (durableScripts: Confirm, before the 202, Settle,
+// Replay, Purge) through run instead: the store's RunDurable, which waits
+// for store.redis.wait_replicas replicas after each. Call it before use.
+func (l *RedisLedger) UseDurable(run queue.ScriptRunner) { l.durable = run }
+
+// durableScripts are the scripts UseDurable's runner sends.
+var durableScripts = map[*redis.Script]bool{
+	ledgerConfirmScript: true,
+	ledgerSettleScript:  true,
+	ledgerReplayScript:  true,
+	ledgerPurgeScript:   true,
+}
 
 func (l *RedisLedger) now() time.Time {
 	if l.Now != nil {
@@ -131,7 +147,11 @@ func ledgerElem[T any](res []any, i int) (T, bool) {
 // eval runs one script and returns its reply; a nil reply (no script
 // here returns one) is corrupt.
 func (l *RedisLedger) eval(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (any, error) {
-	v, err := l.run(ctx, s, keys, args...).Result()
+	run := l.run
+	if l.durable != nil && durableScripts[s] {
+		run = l.durable
+	}
+	v, err := run(ctx, s, keys, args...).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, ledgerCorrupt(op, "nil")
 	}

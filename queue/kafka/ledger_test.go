@@ -1027,6 +1027,77 @@ func TestLedgerRedisBatcher(t *testing.T) {
 	}
 }
 
+// The writes that acknowledge an event or record an outcome (Confirm,
+// Settle, Replay, Purge) go through UseDurable's runner, which waits for
+// store.redis.wait_replicas; the others through the batcher. They used to
+// go through the batcher alone, with no WAIT.
+func TestLedgerRedisDurableWrites(t *testing.T) {
+	c := ledgerRedisClient(t, redistest.Start(t))
+	clock := newLedgerClock()
+	l := NewRedisLedger(c, "w:", ledgerOpTimeout)
+	l.Now = clock.Now
+	var mu sync.Mutex
+	var durable, batched int
+	count := func(n *int) queue.ScriptRunner {
+		return func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+			mu.Lock()
+			*n++
+			mu.Unlock()
+			return s.Run(ctx, c, keys, args...)
+		}
+	}
+	l.UseBatcher(count(&batched))
+	l.UseDurable(count(&durable))
+	step := func(what string, wantDurable, wantBatched int, f func()) {
+		t.Helper()
+		f()
+		mu.Lock()
+		d, b := durable, batched
+		durable, batched = 0, 0
+		mu.Unlock()
+		if d != wantDurable || b != wantBatched {
+			t.Fatalf("%s: %d scripts through the durable runner, %d through the batcher; want %d and %d", what, d, b, wantDurable, wantBatched)
+		}
+	}
+	var eid, tok string
+	step("Reserve, Confirm", 1, 1, func() { eid, tok = ledgerEnqueue(t, l, clock, "k") })
+	step("Begin", 0, 1, func() { ledgerMustBegin(t, l, "k", eid, tok, "p1", "w1", true) })
+	step("Intend", 0, 1, func() {
+		if got, err := l.Intend(ledgerCtx, ledgerTestRoute, "k", eid, tok, "w1", "t2"); err != nil || got != queue.Recorded {
+			t.Fatalf("Intend = %v, %v", got, err)
+		}
+	})
+	step("Settle (retry)", 1, 0, func() { ledgerMustSettle(t, l, "k", eid, tok, "w1", ledgerRetry("t2"), queue.Recorded) })
+	step("Begin", 0, 1, func() { ledgerMustBegin(t, l, "k", eid, "t2", "p2", "w1", true) })
+	step("Settle (dead)", 1, 0, func() {
+		ledgerMustSettle(t, l, "k", eid, "t2", "w1", ledgerDeadSettlement(clock, "d1"), queue.Recorded)
+	})
+	step("Dead, Replay", 1, 1, func() {
+		if _, _, err := l.Dead(ledgerCtx, ledgerTestRoute, eid, "t3"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Replay(ledgerCtx, ledgerTestRoute, eid, "d1", "t3"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("Begin", 0, 1, func() { ledgerMustBegin(t, l, "k", eid, "t3", "p3", "w1", true) })
+	step("Settle (dead)", 1, 0, func() {
+		ledgerMustSettle(t, l, "k", eid, "t3", "w1", ledgerDeadSettlement(clock, "d2"), queue.Recorded)
+	})
+	step("Purge", 1, 0, func() {
+		if err := l.Purge(ledgerCtx, ledgerTestRoute, eid, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("Get, Stats, Delete", 0, 2, func() {
+		ledgerWantState(t, l, "k", queue.StateDeadLettered)
+		ledgerWantStats(t, l, 0, 0, time.Time{})
+		if _, err := l.Delete(ledgerCtx, ledgerTestRoute, "k"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestLedgerRedisCorrupt: data Redis holds but the ledger cannot read is
 // queue.ErrCorrupt.
 func TestLedgerRedisCorrupt(t *testing.T) {
