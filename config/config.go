@@ -20,7 +20,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/verify"
 )
 
@@ -401,7 +401,7 @@ type Route struct {
 	// UpstreamURL is Upstream parsed.
 	UpstreamURL *url.URL `yaml:"-"`
 	// Key is Idempotency.Key compiled.
-	Key *dedupe.KeySpec `yaml:"-"`
+	Key *idkey.KeySpec `yaml:"-"`
 	// Verifier is Verify compiled.
 	Verifier verify.Verifier `yaml:"-"`
 	// ReplayGuard is true when the route's first key source is not covered
