@@ -179,7 +179,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	case err != nil:
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "invalid idempotency key", err)
 	}
-	d.scoped = rt.Name + ":" + d.key
+	d.scoped = idkey.Scoped(rt.Name, d.key)
 	d.fp = idkey.Fingerprint(d.in.method, path, d.body)
 	if rt.Queued() {
 		// 5-6 for a queue route: stored and acknowledged (queue.go).
