@@ -30,6 +30,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
@@ -413,14 +414,14 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 // Redis, or this process's memory with the memory store.
 func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
 	k := cfg.Queue.Kafka
-	var ledger kafka.Ledger
+	var keys ledger.Ledger
 	if rc, ok := st.(redisClient); ok {
-		l := kafka.NewRedisLedger(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
+		l := ledger.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		l.UseBatcher(rc.RunScript)
 		l.UseDurable(rc.RunDurable)
-		ledger = l
+		keys = l
 	} else {
-		ledger = kafka.NewMemoryLedger(nil)
+		keys = ledger.NewMemory(nil)
 	}
 	var mech sasl.Mechanism
 	switch a := (scram.Auth{User: k.SASL.Username, Pass: k.SASL.Password}); k.SASL.Mechanism {
@@ -434,7 +435,7 @@ func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 	return kafka.New(kafka.Options{
 		Brokers: k.Brokers, TopicPrefix: k.TopicPrefix, ClientID: k.ClientID, Group: k.Group,
 		Partitions: int32(k.Partitions), Replication: int16(k.ReplicationFactor), CreateTopics: k.CreateTopics,
-		TLS: k.TLSConfig, SASL: mech, Ledger: ledger, Lag: m.SetKafkaLag, Log: log,
+		TLS: k.TLSConfig, SASL: mech, Ledger: keys, Lag: m.SetKafkaLag, Log: log,
 		// A rebalance waits for the tries in flight, which the routes'
 		// timeouts bound inside lock_ttl.
 		DrainWait: cfg.Dedupe.LockTTL,
