@@ -2,12 +2,17 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/store/redistest"
 )
 
 // scriptLog records which scripts a runner sent, by name.
@@ -98,4 +103,55 @@ func TestRedisDurableWrites(t *testing.T) {
 	step("Enqueue", []string{"enqueue"}, nil, func() error { _, err := b.Enqueue(ctx, testEntry("k2", "fp"), 100); return err })
 	step("Begin", nil, []string{"begin"}, begin)
 	step("Settle (delivered)", []string{"settle"}, nil, settle(Settlement{Kind: SettleDelivered, Retention: time.Hour}))
+}
+
+// On a Cluster, each durable write and its WAIT go to the master that
+// owns the event's shard (a wrong node would answer MOVED). The test
+// cluster has no replicas, so every WAIT falls short and is counted;
+// every write still succeeds.
+func TestRedisDurableWritesOnCluster(t *testing.T) {
+	ctx := context.Background()
+	var shortfalls atomic.Int64
+	st, err := store.NewRedis(store.RedisOptions{Addrs: redistest.StartCluster(t), KeyPrefix: "w:", WaitReplicas: 1,
+		WaitTimeout: 10 * time.Millisecond, OnReplicaShortfall: func() { shortfalls.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	b := NewRedis(st.Client(), st.KeyPrefix(), st.OpTimeout())
+	b.UseBatcher(st.RunScript)
+	b.UseDurable(st.RunDurable)
+	const route, shards, n = "clustered", 4, 20
+	if err := b.Prepare(ctx, route, shards); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		e := Entry{Route: route, Key: fmt.Sprintf("k%d", i), Fingerprint: "fp", Payload: []byte("x"), FirstSeen: msNow()}
+		if a, err := b.Enqueue(ctx, e, 1000); err != nil || a.State != Enqueued {
+			t.Fatalf("Enqueue %s = %+v, %v", e.Key, a, err)
+		}
+	}
+	if got := shortfalls.Load(); got != n {
+		t.Fatalf("%d shortfalls for %d enqueues with no replica, want %d", got, n, n)
+	}
+	settled := 0
+	for s := range shards {
+		ls, err := b.Read(ctx, route, s, "c1", n, time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			j, ok, err := b.Begin(ctx, l)
+			if err != nil || !ok {
+				t.Fatalf("Begin %+v = %v, %v", l, ok, err)
+			}
+			if got, err := b.Settle(ctx, "c1", j, Settlement{Kind: SettleDelivered, Retention: time.Hour}); err != nil || got != Recorded {
+				t.Fatalf("Settle %s = %v, %v", l.Key, got, err)
+			}
+			settled++
+		}
+	}
+	if settled != n || shortfalls.Load() != 2*n {
+		t.Fatalf("%d settled, %d shortfalls; want %d and %d", settled, shortfalls.Load(), n, 2*n)
+	}
 }
