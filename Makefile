@@ -90,7 +90,7 @@ bench-quick: bench-deps
 
 ## bench-go: the Go micro-benchmarks of the hot path (allocations per request).
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./verify/ ./dedupe/ ./store/ ./queue/ ./queue/kafka/
+	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./verify/ ./idkey/ ./dedupe/ ./store/ ./queue/ ./queue/kafka/ ./ledger/
 
 clean:
 	rm -rf bin

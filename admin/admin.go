@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -354,12 +355,12 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, queueKeyState(route, key, qs))
 		return
 	}
-	st, err := a.Store.Get(r.Context(), route+":"+key)
+	st, err := a.Store.Get(r.Context(), idkey.Scoped(route, key))
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 		return
 	}
-	if n, last, ok := a.Gateway.WindowState(route + ":" + key); ok {
+	if n, last, ok := a.Gateway.WindowState(idkey.Scoped(route, key)); ok {
 		st.Attempts = max(st.Attempts, n)
 		if last.After(st.LastSeen) {
 			st.LastSeen = last
@@ -384,16 +385,16 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 		}
 		forgot = queueKeyState(route, key, qs)
 	} else {
-		st, err := a.Store.Delete(r.Context(), route+":"+key)
+		st, err := a.Store.Delete(r.Context(), idkey.Scoped(route, key))
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 			return
 		}
 		forgot = keyState(route, key, st)
 	}
-	a.Gateway.Forget(route + ":" + key)
+	a.Gateway.Forget(idkey.Scoped(route, key))
 	if a.Broadcaster != nil {
-		if err := a.Broadcaster.PublishReset(r.Context(), route+":"+key); err != nil {
+		if err := a.Broadcaster.PublishReset(r.Context(), idkey.Scoped(route, key)); err != nil {
 			a.Logger.Warn("admin: could not tell other instances of a key reset", "route", route, "key", key, "error", err.Error())
 		}
 	}

@@ -6,14 +6,14 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/verify"
 )
 
 // The packages a route is compiled with; tests replace them with fakes.
 var (
 	newVerifier   = verify.New
-	parseKey      = dedupe.ParseKey
+	parseKey      = idkey.ParseKey
 	signedHeaders = verify.SignedHeaders
 )
 
@@ -151,9 +151,9 @@ func (b *builder) checkKeySigned(i int) {
 // "" when it does: a copy of a delivery that verifies always yields the
 // same value from s. written is the source as the config spells it, used
 // to name headers as written.
-func uncovered(s dedupe.Source, c verify.Config, written string) string {
+func uncovered(s idkey.Source, c verify.Config, written string) string {
 	switch s.Kind {
-	case dedupe.KindJSON, dedupe.KindForm, dedupe.KindBody:
+	case idkey.KindJSON, idkey.KindForm, idkey.KindBody:
 		if verify.SignsBody(c) {
 			return ""
 		}
@@ -161,18 +161,18 @@ func uncovered(s dedupe.Source, c verify.Config, written string) string {
 			return "without jwt.body_hash_claim no part of the body is signed"
 		}
 		return "the body is not signed"
-	case dedupe.KindHeader:
+	case idkey.KindHeader:
 		for _, h := range append(templateHeaders(c), signedHeaders(c.Scheme)...) { // provider.go
 			if http.CanonicalHeaderKey(h) == http.CanonicalHeaderKey(s.Name) {
 				return ""
 			}
 		}
 		return fmt.Sprintf("header %s is not signed", clip(writtenHeader(written, s.Name)))
-	case dedupe.KindQuery:
+	case idkey.KindQuery:
 		return "the query string is never signed"
-	case dedupe.KindLiteral:
+	case idkey.KindLiteral:
 		return ""
-	case dedupe.KindTemplate:
+	case idkey.KindTemplate:
 		for _, p := range s.Parts {
 			if why := uncovered(p, c, written); why != "" {
 				return why

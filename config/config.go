@@ -20,7 +20,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/verify"
 )
 
@@ -151,9 +151,14 @@ type Redis struct {
 	// checked against the system's certificate authorities. Default false:
 	// plain text.
 	TLS bool `yaml:"tls"`
-	// WaitReplicas: after a write that takes or records a key, wait (Redis
-	// WAIT) until this many replicas acknowledge it, so that a failover
-	// does not lose the key. Default 0: do not wait. Must not be negative.
+	// WaitReplicas: after each write that records an outcome or
+	// acknowledges an event (a sync route's finish; a queue route's
+	// enqueue, before its 202, and its settles, DLQ replays and purges; on
+	// Kafka the key's confirmation instead of the enqueue), wait (Redis
+	// WAIT, in the same round trip) until this many replicas acknowledge
+	// it, so that a failover does not lose it. A replica that does not
+	// answer within WaitTimeout is counted and the write still succeeds.
+	// Claims do not wait. Default 0: do not wait. Must not be negative.
 	WaitReplicas int `yaml:"wait_replicas"`
 	// WaitTimeout bounds each such wait. Default 100ms; must not be
 	// negative, and must be positive when WaitReplicas is above 0 (it is
@@ -440,7 +445,7 @@ type Route struct {
 	// UpstreamURL is Upstream parsed.
 	UpstreamURL *url.URL `yaml:"-"`
 	// Key is Idempotency.Key compiled.
-	Key *dedupe.KeySpec `yaml:"-"`
+	Key *idkey.KeySpec `yaml:"-"`
 	// Verifier is Verify compiled.
 	Verifier verify.Verifier `yaml:"-"`
 	// ReplayGuard is true when the route's first key source is not covered

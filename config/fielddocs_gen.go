@@ -65,7 +65,7 @@ var fieldDocs = map[string]string{
 	"config.Redis.PasswordEnv":             "PasswordEnv names the variable holding the password. Empty (the default): no password.",
 	"config.Redis.TLS":                     "TLS connects to Redis over TLS (1.2 or later), its certificate checked against the system's certificate authorities. Default false: plain text.",
 	"config.Redis.Username":                "Username is the Redis ACL user. Empty (the default): the default user (password only, or no authentication).",
-	"config.Redis.WaitReplicas":            "WaitReplicas: after a write that takes or records a key, wait (Redis WAIT) until this many replicas acknowledge it, so that a failover does not lose the key. Default 0: do not wait. Must not be negative.",
+	"config.Redis.WaitReplicas":            "WaitReplicas: after each write that records an outcome or acknowledges an event (a sync route's finish; a queue route's enqueue, before its 202, and its settles, DLQ replays and purges; on Kafka the key's confirmation instead of the enqueue), wait (Redis WAIT, in the same round trip) until this many replicas acknowledge it, so that a failover does not lose it. A replica that does not answer within WaitTimeout is counted and the write still succeeds. Claims do not wait. Default 0: do not wait. Must not be negative.",
 	"config.Redis.WaitTimeout":             "WaitTimeout bounds each such wait. Default 100ms; must not be negative, and must be positive when WaitReplicas is above 0 (it is unused otherwise).",
 	"config.Retry.Initial":                 "Initial is the delay after the first try. Default 5s; must be positive.",
 	"config.Retry.Max":                     "Max bounds every delay. Default 1h; must not be shorter than Initial.",

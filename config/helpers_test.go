@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/verify"
 )
 
@@ -86,9 +86,9 @@ func fakeNew(c verify.Config, env verify.Env) (verify.Verifier, []string, error)
 	return fakeVerifier{c.Scheme}, warnings, nil
 }
 
-// fakeParseKey stands in for dedupe.ParseKey.
-func fakeParseKey(sources []string) (*dedupe.KeySpec, error) {
-	k := &dedupe.KeySpec{}
+// fakeParseKey stands in for idkey.ParseKey.
+func fakeParseKey(sources []string) (*idkey.KeySpec, error) {
+	k := &idkey.KeySpec{}
 	for _, s := range sources {
 		kind, name, _ := strings.Cut(s, ":")
 		switch kind {
@@ -100,7 +100,7 @@ func fakeParseKey(sources []string) (*dedupe.KeySpec, error) {
 			if err != nil {
 				return nil, fmt.Errorf("dedupe: %w: %w", err, errFakeKey)
 			}
-			k.Sources = append(k.Sources, dedupe.Source{Kind: kind, Name: name, Parts: parts})
+			k.Sources = append(k.Sources, idkey.Source{Kind: kind, Name: name, Parts: parts})
 			continue
 		case "body":
 			if name != "sha256" {
@@ -109,23 +109,23 @@ func fakeParseKey(sources []string) (*dedupe.KeySpec, error) {
 		default:
 			return nil, fmt.Errorf("dedupe: unknown key source %q: %w", s, errFakeKey)
 		}
-		k.Sources = append(k.Sources, dedupe.Source{Kind: kind, Name: name})
+		k.Sources = append(k.Sources, idkey.Source{Kind: kind, Name: name})
 	}
 	return k, nil
 }
 
 // fakeTemplate splits a template such as "{json:type}:{header:X-Id}" into
 // its placeholders and literal parts.
-func fakeTemplate(text string) ([]dedupe.Source, error) {
-	var parts []dedupe.Source
+func fakeTemplate(text string) ([]idkey.Source, error) {
+	var parts []idkey.Source
 	for text != "" {
 		open := strings.IndexByte(text, '{')
 		if open < 0 {
-			parts = append(parts, dedupe.Source{Kind: dedupe.KindLiteral, Name: text})
+			parts = append(parts, idkey.Source{Kind: idkey.KindLiteral, Name: text})
 			break
 		}
 		if open > 0 {
-			parts = append(parts, dedupe.Source{Kind: dedupe.KindLiteral, Name: text[:open]})
+			parts = append(parts, idkey.Source{Kind: idkey.KindLiteral, Name: text[:open]})
 		}
 		end := strings.IndexByte(text, '}')
 		if end < open {
@@ -135,7 +135,7 @@ func fakeTemplate(text string) ([]dedupe.Source, error) {
 		if kind == "header" {
 			name = http.CanonicalHeaderKey(name)
 		}
-		parts = append(parts, dedupe.Source{Kind: kind, Name: name})
+		parts = append(parts, idkey.Source{Kind: kind, Name: name})
 		text = text[end+1:]
 	}
 	return parts, nil
@@ -168,8 +168,8 @@ func realDeps(t testing.TB) {
 			t.Fatalf("verify or dedupe is not usable yet: %v", r)
 		}
 	}()
-	if _, err := dedupe.ParseKey([]string{"header:Idempotency-Key"}); err != nil {
-		t.Fatalf("dedupe.ParseKey: %v", err)
+	if _, err := idkey.ParseKey([]string{"header:Idempotency-Key"}); err != nil {
+		t.Fatalf("idkey.ParseKey: %v", err)
 	}
 	if _, _, err := verify.New(verify.Config{Scheme: "none"}, verify.Env{}); err != nil {
 		t.Fatalf("verify.New: %v", err)

@@ -5,32 +5,55 @@ import (
 	"slices"
 )
 
+// restartOnly are the settings only a restart applies, in the order
+// RestartFields names them: listen, server, tls, admin, store, tracing,
+// dedupe.window, dedupe.cache_size, queue.backend, queue.shards and
+// queue.kafka. field returns a pointer to the setting in c. This is the
+// one list: RestartFields and KeepRestartFields both read it.
+var restartOnly = []struct {
+	name  string
+	field func(c *Config) any
+}{
+	{"listen", func(c *Config) any { return &c.Listen }},
+	{"server", func(c *Config) any { return &c.Server }},
+	{"tls", func(c *Config) any { return &c.TLS }},
+	{"admin", func(c *Config) any { return &c.Admin }},
+	{"store", func(c *Config) any { return &c.Store }},
+	{"tracing", func(c *Config) any { return &c.Tracing }},
+	{"dedupe.window", func(c *Config) any { return &c.Dedupe.Window }},
+	{"dedupe.cache_size", func(c *Config) any { return &c.Dedupe.CacheSize }},
+	{"queue.backend", func(c *Config) any { return &c.Queue.Backend }},
+	{"queue.shards", func(c *Config) any { return &c.Queue.Shards }},
+	{"queue.kafka", func(c *Config) any { return &c.Queue.Kafka }},
+}
+
 // RestartFields names the settings, such as "store.redis.addrs", whose
 // value differs between the running config and next and that only a
-// restart applies: listen, server, tls, admin, store, tracing, dedupe.window,
-// dedupe.cache_size, queue.backend, queue.shards and queue.kafka. A value
-// resolved from the environment (the admin token, the Redis and Kafka
-// passwords) is named by the field naming its variable; a value compiled
-// from others (queue.kafka's TLSConfig) is not compared, its fields are.
+// restart applies (restartOnly). A value resolved from the environment
+// (the admin token, the Redis and Kafka passwords) is named by the field
+// naming its variable; a value compiled from others (queue.kafka's
+// TLSConfig) is not compared, its fields are.
 func RestartFields(running, next *Config) []string {
 	var out []string
-	add := func(name string, changed bool) {
-		if changed {
-			out = append(out, name)
+	for _, f := range restartOnly {
+		a, b := reflect.ValueOf(f.field(running)).Elem(), reflect.ValueOf(f.field(next)).Elem()
+		switch {
+		case a.Kind() == reflect.Struct:
+			out = append(out, changedFields(f.name, a, b)...)
+		case !reflect.DeepEqual(a.Interface(), b.Interface()):
+			out = append(out, f.name)
 		}
 	}
-	add("listen", running.Listen != next.Listen)
-	add("server", running.Server != next.Server)
-	out = append(out, changedFields("tls", reflect.ValueOf(running.TLS), reflect.ValueOf(next.TLS))...)
-	out = append(out, changedFields("admin", reflect.ValueOf(running.Admin), reflect.ValueOf(next.Admin))...)
-	out = append(out, changedFields("store", reflect.ValueOf(running.Store), reflect.ValueOf(next.Store))...)
-	out = append(out, changedFields("tracing", reflect.ValueOf(running.Tracing), reflect.ValueOf(next.Tracing))...)
-	add("dedupe.window", running.Dedupe.Window != next.Dedupe.Window)
-	add("dedupe.cache_size", running.Dedupe.CacheSize != next.Dedupe.CacheSize)
-	add("queue.backend", running.Queue.Backend != next.Queue.Backend)
-	add("queue.shards", running.Queue.Shards != next.Queue.Shards)
-	out = append(out, changedFields("queue.kafka", reflect.ValueOf(running.Queue.Kafka), reflect.ValueOf(next.Queue.Kafka))...)
 	return out
+}
+
+// KeepRestartFields sets every restart-only setting of next (restartOnly)
+// to running's, whole (resolved secrets and compiled values included), so
+// that a reload leaves them as started.
+func KeepRestartFields(running, next *Config) {
+	for _, f := range restartOnly {
+		reflect.ValueOf(f.field(next)).Elem().Set(reflect.ValueOf(f.field(running)).Elem())
+	}
 }
 
 // changedFields compares two values of one config struct type field by

@@ -43,3 +43,33 @@ func TestRestartFields(t *testing.T) {
 		}
 	}
 }
+
+// KeepRestartFields carries every setting RestartFields names, and only
+// those, from the running config into a reloaded one.
+func TestKeepRestartFields(t *testing.T) {
+	running := Default()
+	running.Store.Redis.Password = "p1"
+	next := Default()
+	next.Listen, next.Server = ":9", ServerFastHTTP
+	next.TLS = TLS{CertFile: "/b.crt", KeyFile: "/b.key"}
+	next.Admin.Token = "t2"
+	next.Store.Backend, next.Store.Redis.Password = BackendRedis, "p2"
+	next.Tracing.Enabled = true
+	next.Dedupe.Window, next.Dedupe.CacheSize, next.Dedupe.Retention = time.Second, 5, time.Minute
+	next.Queue.Backend, next.Queue.Shards, next.Queue.MaxDepth = QueueRedis, 4, 7
+	next.Queue.Kafka.Brokers = []string{"k:9092"}
+	next.Routes = []Route{{Name: "x"}}
+	if len(RestartFields(running, next)) == 0 {
+		t.Fatal("no restart fields changed")
+	}
+	KeepRestartFields(running, next)
+	if got := RestartFields(running, next); len(got) != 0 {
+		t.Fatalf("after KeepRestartFields, %v still differ", got)
+	}
+	if next.Store.Redis.Password != "p1" {
+		t.Fatalf("the resolved Redis password was not kept: %q", next.Store.Redis.Password)
+	}
+	if next.Dedupe.Retention != time.Minute || next.Queue.MaxDepth != 7 || len(next.Routes) != 1 {
+		t.Fatalf("a reloadable setting was reset: retention %v, max_depth %d, %d routes", next.Dedupe.Retention, next.Queue.MaxDepth, len(next.Routes))
+	}
+}

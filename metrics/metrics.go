@@ -183,7 +183,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	m.StoreReplicaShortfalls = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "clawgate_store_replica_shortfalls_total",
-		Help: "Finished keys that fewer Redis replicas acknowledged than the store asks for (recorded on the master all the same).",
+		Help: "Writes that record an outcome or acknowledge an event (finishes; queue enqueues, settles, replays, purges) that fewer Redis replicas acknowledged than store.redis.wait_replicas asks for (kept on the master all the same).",
 	})
 	reg.MustRegister(m.StoreDurable, m.StorePersistence, m.StoreRestarts, m.StoreReplicaShortfalls, storeBytesCollector{m})
 	// Edge refusals (edge controls owner's block).

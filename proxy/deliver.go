@@ -18,6 +18,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/verify"
@@ -170,16 +171,16 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	// 4. Key and fingerprint.
 	d.key, err = rt.Key.Derive(d.in.header, d.in.rawQuery, d.body)
 	switch {
-	case errors.Is(err, dedupe.ErrNoKey) && !rt.Idempotency.Required:
+	case errors.Is(err, idkey.ErrNoKey) && !rt.Idempotency.Required:
 		d.outcome = metrics.OutcomeUnkeyed
 		return g.forward(d, nil)
-	case errors.Is(err, dedupe.ErrNoKey):
+	case errors.Is(err, idkey.ErrNoKey):
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "missing idempotency key", err)
 	case err != nil:
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "invalid idempotency key", err)
 	}
-	d.scoped = rt.Name + ":" + d.key
-	d.fp = dedupe.Fingerprint(d.in.method, path, d.body)
+	d.scoped = idkey.Scoped(rt.Name, d.key)
+	d.fp = idkey.Fingerprint(d.in.method, path, d.body)
 	if rt.Queued() {
 		// 5-6 for a queue route: stored and acknowledged (queue.go).
 		return g.queued(d)

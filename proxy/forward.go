@@ -10,20 +10,8 @@ import (
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/verdict"
 )
-
-// finishes reports whether an upstream status settles the key:
-// 2xx, and 4xx other than 408, 409, 425 and 429. Anything else (5xx, those
-// four, 1xx/3xx) releases the lock so the provider's retry goes through.
-func finishes(status int) bool {
-	switch {
-	case status >= 200 && status < 300:
-		return true
-	case status >= 400 && status < 500:
-		return status != 408 && status != 409 && status != 425 && status != 429
-	}
-	return false
-}
 
 // forward sends the one copy upstream and settles the key with the
 // answer. k is the delivery's hold on its key, or nil when this copy holds
@@ -62,7 +50,7 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	endForward(fsp, d, req, status, nil)
 	if k != nil {
 		_, ssp := g.step(d, d.sctx, spanSettle, trace.SpanKindInternal)
-		if finishes(status) {
+		if verdict.Classify(status).Finishes() {
 			k.Finish(ctx, outcomeOf(d, ans), d.attempt, rt.Retention)
 			endSettle(ssp, true, "")
 		} else {
@@ -83,12 +71,7 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 
 // outcomeOf copies what a replay of ans needs.
 func outcomeOf(d *delivery, ans Answer) store.Outcome {
-	out := store.Outcome{Status: ans.StatusCode(), Fingerprint: d.fp}
-	if b := ans.Body(); int64(len(b)) <= int64(d.t.cfg.Dedupe.ReplayBodyLimit) {
-		out.ContentType = ans.ContentType()
-		out.Body = append([]byte(nil), b...)
-	}
-	return out
+	return verdict.Capture(ans, int64(d.t.cfg.Dedupe.ReplayBodyLimit), d.fp)
 }
 
 func releaseReason(err error) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/queue"
+	"github.com/clawgate/clawgate/verdict"
 )
 
 // Queue is where a delivery to a `delivery: queue` route is stored before
@@ -124,12 +125,8 @@ func (g *Gateway) Send(ctx context.Context, name string, payload []byte, attempt
 	}
 	defer ans.Release()
 	res := queue.Result{Status: ans.StatusCode()}
-	if res.Status >= 200 && res.Status <= 299 {
-		res.Outcome.Status = res.Status
-		if b := ans.Body(); int64(len(b)) <= int64(g.tbl.Load().cfg.Dedupe.ReplayBodyLimit) {
-			res.Outcome.ContentType = ans.ContentType()
-			res.Outcome.Body = append([]byte(nil), b...)
-		}
+	if verdict.Classify(res.Status) == verdict.Success {
+		res.Outcome = verdict.Capture(ans, int64(g.tbl.Load().cfg.Dedupe.ReplayBodyLimit), "")
 	}
 	if v := retryAfterHeader(ans); v > 0 {
 		res.RetryAfter = v

@@ -55,6 +55,9 @@ type Redis struct {
 	// run sends one script; by default straight to client, or through
 	// the store's batcher (UseBatcher).
 	run ScriptRunner
+	// durable, when set (UseDurable), sends the scripts that acknowledge
+	// an event or record an outcome; nil: run.
+	durable ScriptRunner
 
 	mu     sync.RWMutex
 	shards map[string]int
@@ -83,6 +86,20 @@ type ScriptRunner func(ctx context.Context, s *redis.Script, keys []string, args
 // store's pipelining batcher) instead of one round trip each; every
 // script stays one atomic call. Call it before use.
 func (r *Redis) UseBatcher(run ScriptRunner) { r.run = run }
+
+// UseDurable sends the scripts whose writes acknowledge an event or
+// record an outcome (Enqueue before its 202, Settle, Replay, Purge)
+// through run instead: the store's RunDurable, which waits for
+// store.redis.wait_replicas replicas after each. Call it before use.
+func (r *Redis) UseDurable(run ScriptRunner) { r.durable = run }
+
+// runDurable runs s through the durable runner, or run without one.
+func (r *Redis) runDurable(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if r.durable != nil {
+		return r.durable(ctx, s, keys, args...)
+	}
+	return r.run(ctx, s, keys, args...)
+}
 
 func (r *Redis) tag(route string, shard int) string {
 	return "{q:" + route + ":" + strconv.Itoa(shard) + "}"
@@ -403,7 +420,7 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(e.Route, shard, e.Key), r.event(e.Route, shard, eid), r.stream(e.Route, shard), r.ageSet(e.Route, shard)}
-	res, err := r.run(ctx, enqueueScript, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key).Slice()
+	res, err := r.runDurable(ctx, enqueueScript, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key).Slice()
 	if err != nil {
 		return Ack{}, fail("enqueue", err)
 	}
@@ -572,7 +589,7 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 		args[3] = "dead"
 		args = append(args, s.Reason, s.Status, s.Error)
 	}
-	n, err := r.run(ctx, settleScript, keys, args...).Int64()
+	n, err := r.runDurable(ctx, settleScript, keys, args...).Int64()
 	if err != nil {
 		return 0, fail("settle", err)
 	}
@@ -802,7 +819,7 @@ func (r *Redis) Replay(ctx context.Context, route, id string) error {
 		return err
 	}
 	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard)}
-	n, err := r.run(ctx, replayScript, keys, id, newToken(), key).Int64()
+	n, err := r.runDurable(ctx, replayScript, keys, id, newToken(), key).Int64()
 	if err != nil {
 		return fail("replay", err)
 	}
@@ -821,7 +838,7 @@ func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Dura
 		return err
 	}
 	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard)}
-	n, err := r.run(ctx, purgeScript, keys, id, max(1, retention.Milliseconds())).Int64()
+	n, err := r.runDurable(ctx, purgeScript, keys, id, max(1, retention.Milliseconds())).Int64()
 	if err != nil {
 		return fail("purge", err)
 	}

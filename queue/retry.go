@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/verdict"
 )
 
 // Retry is a route's retry schedule.
@@ -30,17 +31,6 @@ type Result struct {
 	Err error
 }
 
-// retryable reports a status worth another try: 5xx, 408, 409, 425, 429.
-// Every other non-2xx status (4xx, 1xx, 3xx) cannot get better by
-// retrying the same request.
-func retryable(status int) bool {
-	switch status {
-	case 408, 409, 425, 429:
-		return true
-	}
-	return status >= 500 && status <= 599
-}
-
 // Delay is the wait before try n+1 after try n failed:
 // min(max, initial*2^(n-1)) times a factor in [0.8, 1.2] drawn from
 // jitter (a value in [0, 1)). A Retry-After from the upstream is honoured
@@ -60,10 +50,13 @@ func (r Retry) Delay(n int64, retryAfter time.Duration, jitter float64) time.Dur
 
 // decide turns try j's result into its settlement.
 func (r Retry) decide(j Job, res Result, now time.Time, jitter float64) Settlement {
+	class := verdict.Classify(res.Status)
 	switch {
-	case res.Err == nil && res.Status >= 200 && res.Status <= 299:
+	case res.Err == nil && class == verdict.Success:
 		return Settlement{Kind: SettleDelivered}
-	case res.Err == nil && !retryable(res.Status):
+	case res.Err == nil && class != verdict.Transient:
+		// Refused, and Unexpected (1xx, 3xx): the same request gets the
+		// same answer.
 		return Settlement{Kind: SettleDead, Reason: "rejected:" + strconv.Itoa(res.Status), Status: res.Status, At: now}
 	case j.Try >= int64(r.MaxAttempts):
 		s := Settlement{Kind: SettleDead, Reason: "exhausted", Status: res.Status, At: now}

@@ -30,6 +30,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
@@ -98,7 +99,14 @@ type durabilityWatcher interface {
 
 // Start opens the store, binds both listeners (so a taken port fails here,
 // before anything is served), starts the background work and serves.
-func Start(cfg *config.Config, o Options) (*Server, error) {
+func Start(cfg *config.Config, o Options) (_ *Server, err error) {
+	// What Start opened, closed in reverse order when it fails part-way.
+	var opened closers
+	defer func() {
+		if err != nil {
+			opened.close()
+		}
+	}()
 	log, reg := o.Logger, o.Registry
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
@@ -120,16 +128,18 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	// Every store call is timed (webhook_store_duration_seconds{op});
 	// the optional interfaces below are asked of the store itself.
 	st := store.NewTimed(raw, func(op string) store.Observer { return m.StoreObserver(op) })
+	opened.push(func() { st.Close() })
 	// Tracing is off unless tracing.enabled or an OTEL_* variable turns it
 	// on (then nil); Shutdown flushes and stops it.
 	tp, err := tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: o.Version, Logger: log})
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
+	opened.push(func() { tp.Shutdown(context.Background()) })
 	// bg ends the instance's background work: the reset subscription and
 	// the Redis durability watch.
 	bg, stopBG := context.WithCancel(context.Background())
+	opened.push(stopBG)
 	// Retry alerts go out from a background sender; without
 	// alerts.webhook_url_env it is disabled (log line and metric only).
 	al := alert.New(alert.Options{
@@ -138,23 +148,17 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	})
 	qb, err := openQueue(cfg, raw, m, log)
 	if err != nil {
-		stopBG()
-		tp.Shutdown(context.Background())
-		st.Close()
 		return nil, err
 	}
+	opened.push(func() { closeBackend(qb) })
 	qm := queue.New(queue.Options{
 		Backend: qb, Metrics: m, Log: log, ReplayRate: cfg.Queue.ReplayRate,
 		OnDead: al.DeadLettered, OnDrained: al.DLQDrained,
 	})
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer(), Queue: qm})
+	opened.push(func() { qm.Close(0) })
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
-		qm.Close(0)
-		closeBackend(qb)
-		stopBG()
-		tp.Shutdown(context.Background())
-		st.Close()
 		return nil, err
 	}
 	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
@@ -179,24 +183,14 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	in.door = proxy.NewDoor(cfg.Server, gw, proxy.DefaultLimits, tlsConfig, log)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		qm.Close(0)
-		closeBackend(qb)
-		stopBG()
-		tp.Shutdown(context.Background())
-		st.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	opened.push(func() { ln.Close() })
 	in.addr = ln.Addr()
 	var aln net.Listener
 	if cfg.Admin.Listen != "" {
 		aln, err = net.Listen("tcp", cfg.Admin.Listen)
 		if err != nil {
-			qm.Close(0)
-			closeBackend(qb)
-			stopBG()
-			ln.Close()
-			tp.Shutdown(context.Background())
-			st.Close()
 			return nil, fmt.Errorf("admin.listen: %w", err)
 		}
 		in.adminAddr = aln.Addr()
@@ -230,6 +224,17 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	log.Info("clawgate listening", "addr", in.addr.String(), "server", string(cfg.Server), "admin", cfg.Admin.Listen,
 		"store", cfg.Store.Backend, "routes", len(cfg.Routes), "version", o.Version)
 	return in, nil
+}
+
+// closers is a stack of cleanups: close runs them last pushed first.
+type closers []func()
+
+func (c *closers) push(f func()) { *c = append(*c, f) }
+
+func (c closers) close() {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i]()
+	}
 }
 
 // Addr is the delivery listener's address.
@@ -273,9 +278,7 @@ func (in *Server) Reload(path string) error {
 	for _, field := range config.RestartFields(started, cfg) {
 		in.log.Warn("config reload: " + field + " changed; it takes effect at the next restart")
 	}
-	cfg.Listen, cfg.Admin, cfg.Store, cfg.TLS, cfg.Tracing = started.Listen, started.Admin, started.Store, started.TLS, started.Tracing
-	cfg.Dedupe.Window, cfg.Dedupe.CacheSize = started.Dedupe.Window, started.Dedupe.CacheSize
-	cfg.Queue.Backend, cfg.Queue.Shards, cfg.Queue.Kafka = started.Queue.Backend, started.Queue.Shards, started.Queue.Kafka
+	config.KeepRestartFields(started, cfg)
 	// The queue routes' workers follow the new routes before the gateway
 	// sends them deliveries.
 	if err := in.queue.Apply(context.Background(), queueRoutes(cfg)); err != nil {
@@ -373,6 +376,7 @@ func deadline(ctx context.Context) time.Time {
 type redisClient interface {
 	Client() redis.UniversalClient
 	RunScript(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
+	RunDurable(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
 	KeyPrefix() string
 	OpTimeout() time.Duration
 }
@@ -396,6 +400,7 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 		}
 		q := queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		q.UseBatcher(rc.RunScript)
+		q.UseDurable(rc.RunDurable)
 		return q, nil
 	default:
 		if queued > 0 {
@@ -409,13 +414,14 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 // Redis, or this process's memory with the memory store.
 func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
 	k := cfg.Queue.Kafka
-	var ledger kafka.Ledger
+	var keys ledger.Ledger
 	if rc, ok := st.(redisClient); ok {
-		l := kafka.NewRedisLedger(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
+		l := ledger.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		l.UseBatcher(rc.RunScript)
-		ledger = l
+		l.UseDurable(rc.RunDurable)
+		keys = l
 	} else {
-		ledger = kafka.NewMemoryLedger(nil)
+		keys = ledger.NewMemory(nil)
 	}
 	var mech sasl.Mechanism
 	switch a := (scram.Auth{User: k.SASL.Username, Pass: k.SASL.Password}); k.SASL.Mechanism {
@@ -429,7 +435,7 @@ func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 	return kafka.New(kafka.Options{
 		Brokers: k.Brokers, TopicPrefix: k.TopicPrefix, ClientID: k.ClientID, Group: k.Group,
 		Partitions: int32(k.Partitions), Replication: int16(k.ReplicationFactor), CreateTopics: k.CreateTopics,
-		TLS: k.TLSConfig, SASL: mech, Ledger: ledger, Lag: m.SetKafkaLag, Log: log,
+		TLS: k.TLSConfig, SASL: mech, Ledger: keys, Lag: m.SetKafkaLag, Log: log,
 		// A rebalance waits for the tries in flight, which the routes'
 		// timeouts bound inside lock_ttl.
 		DrainWait: cfg.Dedupe.LockTTL,

@@ -46,22 +46,23 @@ type RedisOptions struct {
 	AttemptsTTL time.Duration
 	// ResetHold: as MemoryOptions.ResetHold.
 	ResetHold time.Duration
-	// WaitReplicas, when positive, makes Finish wait until that many
-	// replicas have acknowledged the finished record (Redis WAIT, sent on
-	// the same connection right after the finish script), so that a
-	// failover to a replica does not lose it. 0 turns it off.
+	// WaitReplicas, when positive, makes Finish and RunDurable (the
+	// queue's enqueue, settle, replay and purge) wait until that many
+	// replicas have acknowledged the write (Redis WAIT, sent on the same
+	// connection right after the script), so that a failover to a replica
+	// does not lose a finished record or an acknowledged event. 0 turns it
+	// off.
 	WaitReplicas int
 	// WaitTimeout bounds that wait; 0 means DefaultWaitTimeout. It must be
 	// shorter than OpTimeout.
 	WaitTimeout time.Duration
 	// OnReplicaShortfall, if set, is called when fewer replicas than
-	// WaitReplicas acknowledged a finished record within WaitTimeout (or
-	// the WAIT itself failed). Finish still succeeds: the record is on the
-	// master.
+	// WaitReplicas acknowledged such a write within WaitTimeout (or the
+	// WAIT itself failed). The write still succeeds: it is on the master.
 	OnReplicaShortfall func()
 }
 
-// DefaultWaitTimeout bounds Finish's wait for replicas when
+// DefaultWaitTimeout bounds each wait for replicas when
 // RedisOptions.WaitTimeout is 0.
 const DefaultWaitTimeout = 100 * time.Millisecond
 
@@ -82,8 +83,9 @@ const DefaultWaitTimeout = 100 * time.Millisecond
 // A K that is empty or starts with '}' or '%' is written with a '%'
 // prepended, so the hash tag is never empty and distinct keys stay distinct.
 // Every operation is one Lua script (one round trip, atomic), called with
-// EVALSHA and loaded on demand. With RedisOptions.WaitReplicas, Finish is
-// its script and a WAIT in one pipeline on one connection.
+// EVALSHA and loaded on demand. With RedisOptions.WaitReplicas, Finish (and
+// every RunDurable) is its script and a WAIT in one pipeline on one
+// connection.
 type Redis struct {
 	client      redis.UniversalClient
 	batch       *batcher
@@ -413,7 +415,18 @@ func (r *Redis) Finish(ctx context.Context, key, token string, out Outcome, rete
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	if r.waitReplicas > 0 {
-		return r.finishAndWait(ctx, r.keys(key), token, rec, ms(retention))
+		cmd, short := r.runAndWait(ctx, finishScript, r.keys(key), token, rec, ms(retention))
+		n, err := cmd.Int64()
+		if err != nil {
+			return r.fail("finish", err)
+		}
+		if n != 1 {
+			return ErrNotOwner
+		}
+		if short && r.onShortfall != nil {
+			r.onShortfall()
+		}
+		return nil
 	}
 	n, err := r.batch.run(ctx, finishScript, r.keys(key), token, rec, ms(retention)).Int64()
 	if err != nil {
@@ -425,43 +438,55 @@ func (r *Redis) Finish(ctx context.Context, key, token string, out Outcome, rete
 	return nil
 }
 
-// finishAndWait runs the finish script and WAIT in one pipeline on one
-// connection to the master that holds the key (WAIT waits only for the
-// writes of its own connection), bypassing the batcher. Fewer replicas
-// than asked, or a failed WAIT, is reported to onShortfall; the record is
-// on the master, so Finish succeeds.
-func (r *Redis) finishAndWait(ctx context.Context, keys []string, args ...any) error {
+// runAndWait runs s and a WAIT for waitReplicas in one pipeline on one
+// connection to the master that holds keys[0] (WAIT waits only for the
+// writes of its own connection, and with them every earlier write in the
+// replication stream), bypassing the batcher: one round trip. short
+// reports that fewer replicas than asked acknowledged within waitTimeout,
+// or that the WAIT failed; the script's writes are on the master either
+// way.
+func (r *Redis) runAndWait(ctx context.Context, s *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, short bool) {
 	c, err := r.master(ctx, keys[0])
 	if err != nil {
-		return r.fail("finish", err)
+		return failedCmd(ctx, err), false
 	}
-	run := func(load bool) (fin, wait *redis.Cmd) {
+	run := func(load bool) (cmd, wait *redis.Cmd) {
 		pipe := c.Pipeline()
 		if load {
-			fin = finishScript.Eval(ctx, pipe, keys, args...)
+			cmd = s.Eval(ctx, pipe, keys, args...)
 		} else {
-			fin = finishScript.EvalSha(ctx, pipe, keys, args...)
+			cmd = s.EvalSha(ctx, pipe, keys, args...)
 		}
 		wait = pipe.Do(ctx, "WAIT", r.waitReplicas, ms(r.waitTimeout))
-		execPipe(ctx, pipe, fin, wait)
-		return fin, wait
+		execPipe(ctx, pipe, cmd, wait)
+		return cmd, wait
 	}
-	fin, wait := run(false)
-	if isNoScript(fin.Err()) {
+	cmd, wait := run(false)
+	if isNoScript(cmd.Err()) {
 		// A restarted Redis forgot the script: EVAL loads it.
-		fin, wait = run(true)
+		cmd, wait = run(true)
 	}
-	n, err := fin.Int64()
-	if err != nil {
-		return r.fail("finish", err)
+	acked, err := wait.Int64()
+	return cmd, err != nil || acked < int64(r.waitReplicas)
+}
+
+// RunDurable runs one Lua script whose writes acknowledge an event or
+// record an outcome (the delivery queue's enqueue, settle, replay and
+// purge). Without RedisOptions.WaitReplicas it is RunScript. With it, the
+// script and a WAIT go out in one pipeline to the key's master (one round
+// trip, outside the batcher), as for Finish: the call returns once that
+// many replicas acknowledged, or after WaitTimeout with
+// OnReplicaShortfall called (the script succeeded; its writes are on the
+// master).
+func (r *Redis) RunDurable(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if r.waitReplicas <= 0 {
+		return r.batch.run(ctx, s, keys, args...)
 	}
-	if n != 1 {
-		return ErrNotOwner
-	}
-	if acked, err := wait.Int64(); (err != nil || acked < int64(r.waitReplicas)) && r.onShortfall != nil {
+	cmd, short := r.runAndWait(ctx, s, keys, args...)
+	if short && cmd.Err() == nil && r.onShortfall != nil {
 		r.onShortfall()
 	}
-	return nil
+	return cmd
 }
 
 // master returns the client of the master that holds key: the one server

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/idkey"
 )
 
 // The providers the gateway must know by name.
@@ -143,7 +143,7 @@ func TestPresetTable(t *testing.T) {
 			if len(p.Verify.Secrets) != 0 {
 				t.Error("a preset must hold no secret")
 			}
-			if _, err := dedupe.ParseKey(p.Key); err != nil {
+			if _, err := idkey.ParseKey(p.Key); err != nil {
 				t.Errorf("key %v: %v", p.Key, err)
 			}
 			if p.AllowUnsignedKey != (keyProtection[p.Name] == "unsigned") {
@@ -399,7 +399,7 @@ func TestPresetDeliveries(t *testing.T) {
 // preset documents.
 func checkKey(t *testing.T, p Preset, c Config, v Verifier, h http.Header, body, changed []byte) {
 	t.Helper()
-	spec, err := dedupe.ParseKey(p.Key)
+	spec, err := idkey.ParseKey(p.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func checkKey(t *testing.T, p Preset, c Config, v Verifier, h http.Header, body,
 	default:
 		first := spec.Sources[0]
 		switch first.Kind {
-		case dedupe.KindHeader:
+		case idkey.KindHeader:
 			if !containsFold(SignedHeadersOf(c), first.Name) {
 				t.Errorf("key header %s is not signed", first.Name)
 			}
@@ -620,7 +620,7 @@ func containsFold(list []string, s string) bool {
 }
 
 // deriveReq derives k's key from r (nil: no request) and body.
-func deriveReq(k *dedupe.KeySpec, r *http.Request, body []byte) (string, error) {
+func deriveReq(k *idkey.KeySpec, r *http.Request, body []byte) (string, error) {
 	if r == nil {
 		return k.Derive(nil, "", body)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/config"
-	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/verify"
 )
 
@@ -158,14 +158,14 @@ func keyCoverage(r *config.Route) string {
 	switch {
 	case !verify.Checks(c.Scheme):
 		return "not signed: verification is off"
-	case s.Kind == dedupe.KindHeader:
+	case s.Kind == idkey.KindHeader:
 		for _, h := range verify.SignedHeadersOf(c) {
 			if http.CanonicalHeaderKey(h) == http.CanonicalHeaderKey(s.Name) {
 				return "signed: the signature covers header " + s.Name
 			}
 		}
 		return "NOT signed: header " + s.Name + " is not covered by the signature"
-	case s.Kind == dedupe.KindJSON || s.Kind == dedupe.KindBody || s.Kind == dedupe.KindForm || s.Kind == dedupe.KindTemplate:
+	case s.Kind == idkey.KindJSON || s.Kind == idkey.KindBody || s.Kind == idkey.KindForm || s.Kind == idkey.KindTemplate:
 		if verify.SignsBody(c) && !hasUnsignedPart(s, c) {
 			return "signed: the signature covers the body"
 		}
@@ -176,12 +176,12 @@ func keyCoverage(r *config.Route) string {
 
 // hasUnsignedPart reports a template key part the signature does not
 // cover (a header it does not sign, a query parameter).
-func hasUnsignedPart(s dedupe.Source, c verify.Config) bool {
+func hasUnsignedPart(s idkey.Source, c verify.Config) bool {
 	for _, p := range s.Parts {
 		switch p.Kind {
-		case dedupe.KindQuery:
+		case idkey.KindQuery:
 			return true
-		case dedupe.KindHeader:
+		case idkey.KindHeader:
 			found := false
 			for _, h := range verify.SignedHeadersOf(c) {
 				found = found || http.CanonicalHeaderKey(h) == http.CanonicalHeaderKey(p.Name)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/config"
-	"github.com/clawgate/clawgate/dedupe"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/verify"
 )
 
@@ -190,7 +190,7 @@ func newSimEvent(route *config.Route) *simEvent {
 		ev.id = fmt.Sprintf("sim%x", rand.Uint64())
 		ev.body, ev.ctype = p.SampleBody(ev.id, time.Now())
 		for _, s := range route.Key.Sources {
-			if s.Kind == dedupe.KindHeader {
+			if s.Kind == idkey.KindHeader {
 				ev.headers.Set(s.Name, ev.id)
 			}
 		}
@@ -201,8 +201,8 @@ func newSimEvent(route *config.Route) *simEvent {
 		"data": map[string]any{"order_id": "ord_sim", "object": map[string]any{"id": id}},
 	}
 	form := url.Values{}
-	var place func(s dedupe.Source)
-	place = func(s dedupe.Source) {
+	var place func(s idkey.Source)
+	place = func(s idkey.Source) {
 		switch s.Kind {
 		case "header":
 			ev.headers.Set(s.Name, id)

@@ -49,6 +49,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 )
 
@@ -73,7 +74,7 @@ type Options struct {
 	TLS  *tls.Config
 	SASL sasl.Mechanism
 	// Ledger keeps the keys' state. Required.
-	Ledger Ledger
+	Ledger ledger.Ledger
 	// Lease bounds an enqueue: the key's reservation, and so the produce,
 	// ends after it. Default 10s.
 	Lease time.Duration
@@ -492,7 +493,7 @@ func (b *Backend) Enqueue(ctx context.Context, e queue.Entry, maxDepth int) (que
 		return queue.Ack{}, err
 	}
 	eid, tok := newID(), newID()
-	res, err := b.o.Ledger.Reserve(ctx, Reservation{
+	res, err := b.o.Ledger.Reserve(ctx, ledger.Reservation{
 		Route: e.Route, Key: e.Key, Fingerprint: e.Fingerprint, EventID: eid, Token: tok,
 		FirstSeen: e.FirstSeen, Lease: b.o.Lease, MaxDepth: maxDepth,
 	})

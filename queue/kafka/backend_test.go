@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/clawgate/clawgate/internal/kafkatest"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/store/redistest"
@@ -55,11 +56,11 @@ func testLog(t testing.TB) *slog.Logger {
 
 // newLedger returns a fresh ledger of kind "memory" or "redis" (its own
 // redis-server).
-func newLedger(t testing.TB, kind string) Ledger {
+func newLedger(t testing.TB, kind string) ledger.Ledger {
 	t.Helper()
 	switch kind {
 	case "memory":
-		return NewMemoryLedger(nil)
+		return ledger.NewMemory(nil)
 	case "redis":
 		return newRedisLedger(t, redistest.Start(t))
 	}
@@ -67,17 +68,17 @@ func newLedger(t testing.TB, kind string) Ledger {
 	return nil
 }
 
-// newRedisLedger is a RedisLedger on the redis-server at addr.
-func newRedisLedger(t testing.TB, addr string) Ledger {
+// newRedisLedger is a ledger.Redis on the redis-server at addr.
+func newRedisLedger(t testing.TB, addr string) ledger.Ledger {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
 	t.Cleanup(func() { _ = c.Close() })
-	return NewRedisLedger(c, "test:", 2*time.Second)
+	return ledger.NewRedis(c, "test:", 2*time.Second)
 }
 
 // forEachLedger runs f as a subtest on each ledger, each with its own
 // kfake cluster.
-func forEachLedger(t *testing.T, f func(t *testing.T, kc *kafkatest.Cluster, l Ledger)) {
+func forEachLedger(t *testing.T, f func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger)) {
 	for _, kind := range []string{"memory", "redis"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -89,7 +90,7 @@ func forEachLedger(t *testing.T, f func(t *testing.T, kc *kafkatest.Cluster, l L
 // newBackend returns a Backend on kc with route testRoute prepared; set
 // adjusts its options. It is closed when the test ends (Close is
 // idempotent).
-func newBackend(t testing.TB, kc *kafkatest.Cluster, l Ledger, set func(*Options)) *Backend {
+func newBackend(t testing.TB, kc *kafkatest.Cluster, l ledger.Ledger, set func(*Options)) *Backend {
 	t.Helper()
 	o := Options{
 		Brokers: kc.Addrs(), TopicPrefix: testPrefix, ClientID: "kafka-test", Group: testGroup,
@@ -191,7 +192,7 @@ func deadSettlement() queue.Settlement {
 // TestKafkaEnqueueDeliver: an event goes Enqueue -> Read -> Begin ->
 // Settle delivered; a copy is Pending while it waits and Delivered after.
 func TestKafkaEnqueueDeliver(t *testing.T) {
-	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l Ledger) {
+	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger) {
 		b := newBackend(t, kc, l, nil)
 		ack := mustEnqueue(t, b, "k1", queue.Enqueued)
 		if ack.ID == "" {
@@ -237,7 +238,7 @@ func TestKafkaEnqueueDeliver(t *testing.T) {
 // TestKafkaRetry: a try settled retry comes back (through a retry tier
 // and Promote) with its try counted, and not before it was due.
 func TestKafkaRetry(t *testing.T) {
-	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l Ledger) {
+	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger) {
 		b := newBackend(t, kc, l, nil)
 		ack := mustEnqueue(t, b, "r1", queue.Enqueued)
 		j := mustBegin(t, b, readOne(t, b, "c1"))
@@ -305,7 +306,7 @@ func TestKafkaRetry(t *testing.T) {
 // dead_lettered, a copy is Pending+Dead; Replay makes it readable with
 // its round's tries reset; Purge takes it off the list for good.
 func TestKafkaDeadLetter(t *testing.T) {
-	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l Ledger) {
+	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger) {
 		b := newBackend(t, kc, l, nil)
 		ack := mustEnqueue(t, b, "d1", queue.Enqueued)
 		mustSettle(t, b, "c1", mustBegin(t, b, readOne(t, b, "c1")), deadSettlement())
@@ -373,7 +374,7 @@ func TestKafkaDeadLetter(t *testing.T) {
 // topic, Enqueue answers unavailable and stores nothing; once it takes
 // them again the same event is stored and delivered.
 func TestKafkaProduceFails(t *testing.T) {
-	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l Ledger) {
+	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger) {
 		b := newBackend(t, kc, l, nil)
 		f := kc.FailProduce(-1, mainTopic)
 		_, err := b.Enqueue(t.Context(), entry("p1"), 100000)
@@ -405,7 +406,7 @@ func TestKafkaProduceFails(t *testing.T) {
 // and Begin drops it, since its key is finished. Its offset is then
 // committed.
 func TestKafkaCommitFailsRedelivered(t *testing.T) {
-	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l Ledger) {
+	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger) {
 		f := kc.FailOffsetCommit(-1, mainGroup)
 		first := newBackend(t, kc, l, nil)
 		ack := mustEnqueue(t, first, "c1", queue.Enqueued)
@@ -444,7 +445,7 @@ func TestKafkaCommitFailsRedelivered(t *testing.T) {
 func TestKafkaBrokerRestart(t *testing.T) {
 	t.Parallel()
 	kc := kafkatest.StartPersistent(t)
-	b := newBackend(t, kc, NewMemoryLedger(nil), nil)
+	b := newBackend(t, kc, ledger.NewMemory(nil), nil)
 	var keys []string
 	for i := range 20 {
 		k := fmt.Sprintf("b%02d", i)
@@ -644,7 +645,7 @@ func TestKafkaTwoInstancesRebalance(t *testing.T) {
 // reads (as the workers do, all the time): every replayed event is begun
 // again, none is dropped as a leftover and left queued with no record.
 func TestKafkaReplayWhileConsuming(t *testing.T) {
-	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l Ledger) {
+	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger) {
 		b := newBackend(t, kc, l, func(o *Options) { o.Partitions = 3 })
 		const n = 5
 		var ids []string
@@ -715,7 +716,7 @@ func TestKafkaReplayWhileConsuming(t *testing.T) {
 func TestKafkaRetryOrderByDue(t *testing.T) {
 	t.Parallel()
 	kc := kafkatest.Start(t)
-	b := newBackend(t, kc, NewMemoryLedger(nil), func(o *Options) { o.Partitions = 1 })
+	b := newBackend(t, kc, ledger.NewMemory(nil), func(o *Options) { o.Partitions = 1 })
 	mustEnqueue(t, b, "late", queue.Enqueued)
 	mustEnqueue(t, b, "soon", queue.Enqueued)
 	jobs := map[string]queue.Job{}

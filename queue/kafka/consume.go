@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 )
 
@@ -185,7 +186,7 @@ func (c *consumer) begin(ctx context.Context, l queue.Lease) (queue.Job, bool, e
 func (c *consumer) settle(ctx context.Context, consumer string, j queue.Job, s queue.Settlement) (queue.Settled, error) {
 	b := c.r.b
 	owner := ownerOf(consumer, j.Entry)
-	ks := Settlement{Settlement: s}
+	ks := ledger.Settlement{Settlement: s}
 	switch s.Kind {
 	case queue.SettleRetry:
 		// The retry record's token is pending in the ledger before the

@@ -8,16 +8,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/clawgate/clawgate/internal/kafkatest"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 )
 
 // produceReserved does what Enqueue does up to the crash: the key is
 // reserved and its record produced, but the reservation is never
 // confirmed (the instance died before it could).
-func produceReserved(t *testing.T, b *Backend, l Ledger, key, eid, tok string, lease time.Duration) {
+func produceReserved(t *testing.T, b *Backend, l ledger.Ledger, key, eid, tok string, lease time.Duration) {
 	t.Helper()
 	e := entry(key)
-	res, err := l.Reserve(t.Context(), Reservation{Route: testRoute, Key: key, Fingerprint: e.Fingerprint,
+	res, err := l.Reserve(t.Context(), ledger.Reservation{Route: testRoute, Key: key, Fingerprint: e.Fingerprint,
 		EventID: eid, Token: tok, FirstSeen: e.FirstSeen, Lease: lease, MaxDepth: 1000})
 	if err != nil || res.State != queue.Enqueued {
 		t.Fatalf("Reserve: %+v %v", res, err)
@@ -36,7 +37,7 @@ func produceReserved(t *testing.T, b *Backend, l Ledger, key, eid, tok string, l
 // (409), and the consumer that reads the record adopts it: delivered
 // once, and the next copy gets 202 replayed.
 func TestKafkaCrashBeforeConfirmAdopted(t *testing.T) {
-	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l Ledger) {
+	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger) {
 		b := newBackend(t, kc, l, nil)
 		produceReserved(t, b, l, "crash-1", "e1", "t1", time.Minute)
 		mustEnqueue(t, b, "crash-1", queue.InFlight)
@@ -61,7 +62,7 @@ func TestKafkaCrashBeforeConfirmAdopted(t *testing.T) {
 // expired: the record is dropped (its key is gone), and the provider's
 // next copy is queued anew and delivered once.
 func TestKafkaCrashBeforeConfirmExpired(t *testing.T) {
-	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l Ledger) {
+	forEachLedger(t, func(t *testing.T, kc *kafkatest.Cluster, l ledger.Ledger) {
 		b := newBackend(t, kc, l, nil)
 		produceReserved(t, b, l, "crash-2", "e2", "t2", 50*time.Millisecond)
 		eventually(t, bound, func() bool { return mustGet(t, b, "crash-2").State == queue.StateAbsent },

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/internal/kafkatest"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 )
 
@@ -20,7 +21,7 @@ func TestKafkaConsumerLag(t *testing.T) {
 	var mu sync.Mutex
 	reported := map[string]int64{}
 	reports := 0
-	b := newBackend(t, kc, NewMemoryLedger(nil), func(o *Options) {
+	b := newBackend(t, kc, ledger.NewMemory(nil), func(o *Options) {
 		o.Partitions = 1
 		o.LagEvery = 20 * time.Millisecond
 		o.Lag = func(route string, lag int64) {

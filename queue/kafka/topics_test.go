@@ -10,6 +10,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/kafkatest"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 )
 
@@ -93,7 +94,7 @@ func FuzzParsePos(f *testing.F) {
 // fails with an error naming each missing topic, and nothing is created.
 func TestPrepareNamesMissingTopics(t *testing.T) {
 	kc := kafkatest.Start(t)
-	b, err := New(Options{Brokers: kc.Addrs(), TopicPrefix: "strict.", Ledger: NewMemoryLedger(nil), Log: testLog(t)})
+	b, err := New(Options{Brokers: kc.Addrs(), TopicPrefix: "strict.", Ledger: ledger.NewMemory(nil), Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

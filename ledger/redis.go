@@ -1,4 +1,4 @@
-package kafka
+package ledger
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/clawgate/clawgate/store"
 )
 
-// RedisLedger keeps the ledger in Redis, shared by every instance.
+// Redis keeps the ledger in Redis, shared by every instance.
 //
 // Everything about one route lives in one Cluster slot, tag
 // T = {kq:ROUTE}, so that every step is one Lua script:
@@ -35,7 +35,7 @@ import (
 // finished or purged key expires after its retention; nothing else
 // expires, so Redis needs `maxmemory-policy noeviction`. Times come from
 // the Go side (Now, or the caller's), not from Redis' clock.
-type RedisLedger struct {
+type Redis struct {
 	// Now is the clock of last-seen times; nil means time.Now. Set it
 	// before use.
 	Now func() time.Time
@@ -46,17 +46,19 @@ type RedisLedger struct {
 	// run sends one script; by default straight to client, or through
 	// the store's batcher (UseBatcher).
 	run queue.ScriptRunner
+	// durable, when set (UseDurable), sends the durableScripts; nil: run.
+	durable queue.ScriptRunner
 }
 
-var _ Ledger = (*RedisLedger)(nil)
+var _ Ledger = (*Redis)(nil)
 
-// NewRedisLedger returns the ledger on client, its keys under prefix;
+// NewRedis returns the ledger on client, its keys under prefix;
 // every call is bounded by timeout (0: store.DefaultOpTimeout).
-func NewRedisLedger(client redis.UniversalClient, prefix string, timeout time.Duration) *RedisLedger {
+func NewRedis(client redis.UniversalClient, prefix string, timeout time.Duration) *Redis {
 	if timeout <= 0 {
 		timeout = store.DefaultOpTimeout
 	}
-	l := &RedisLedger{client: client, prefix: prefix, timeout: timeout}
+	l := &Redis{client: client, prefix: prefix, timeout: timeout}
 	l.run = func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 		return s.Run(ctx, client, keys, args...)
 	}
@@ -66,9 +68,23 @@ func NewRedisLedger(client redis.UniversalClient, prefix string, timeout time.Du
 // UseBatcher sends the scripts of concurrent calls through run (the
 // store's pipelining batcher) instead of one round trip each; every
 // script stays one atomic call. Call it before use.
-func (l *RedisLedger) UseBatcher(run queue.ScriptRunner) { l.run = run }
+func (l *Redis) UseBatcher(run queue.ScriptRunner) { l.run = run }
 
-func (l *RedisLedger) now() time.Time {
+// UseDurable sends the scripts whose writes acknowledge an event or
+// record an outcome (durableScripts: Confirm, before the 202, Settle,
+// Replay, Purge) through run instead: the store's RunDurable, which waits
+// for store.redis.wait_replicas replicas after each. Call it before use.
+func (l *Redis) UseDurable(run queue.ScriptRunner) { l.durable = run }
+
+// durableScripts are the scripts UseDurable's runner sends.
+var durableScripts = map[*redis.Script]bool{
+	ledgerConfirmScript: true,
+	ledgerSettleScript:  true,
+	ledgerReplayScript:  true,
+	ledgerPurgeScript:   true,
+}
+
+func (l *Redis) now() time.Time {
 	if l.Now != nil {
 		return l.Now()
 	}
@@ -80,18 +96,18 @@ func ledgerTag(route string) string { return "{kq:" + route + "}" }
 // keyPrefix is the name of route's key hashes without the key: scripts
 // that find a key through the dead index build its name from it (the
 // same slot as their declared keys).
-func (l *RedisLedger) keyPrefix(route string) string {
+func (l *Redis) keyPrefix(route string) string {
 	return l.prefix + "webhook_kkey:" + ledgerTag(route)
 }
-func (l *RedisLedger) keyHash(route, key string) string { return l.keyPrefix(route) + key }
-func (l *RedisLedger) ageSet(route string) string {
+func (l *Redis) keyHash(route, key string) string { return l.keyPrefix(route) + key }
+func (l *Redis) ageSet(route string) string {
 	return l.prefix + "webhook_kage:" + ledgerTag(route)
 }
-func (l *RedisLedger) deadIndex(route string) string {
+func (l *Redis) deadIndex(route string) string {
 	return l.prefix + "webhook_kdead:" + ledgerTag(route)
 }
 
-func (l *RedisLedger) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (l *Redis) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, l.timeout)
 }
 
@@ -130,8 +146,12 @@ func ledgerElem[T any](res []any, i int) (T, bool) {
 
 // eval runs one script and returns its reply; a nil reply (no script
 // here returns one) is corrupt.
-func (l *RedisLedger) eval(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (any, error) {
-	v, err := l.run(ctx, s, keys, args...).Result()
+func (l *Redis) eval(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (any, error) {
+	run := l.run
+	if l.durable != nil && durableScripts[s] {
+		run = l.durable
+	}
+	v, err := run(ctx, s, keys, args...).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, ledgerCorrupt(op, "nil")
 	}
@@ -142,7 +162,7 @@ func (l *RedisLedger) eval(ctx context.Context, op string, s *redis.Script, keys
 }
 
 // evalSlice is eval for a script that replies with an array.
-func (l *RedisLedger) evalSlice(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) ([]any, error) {
+func (l *Redis) evalSlice(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) ([]any, error) {
 	v, err := l.eval(ctx, op, s, keys, args...)
 	if err != nil {
 		return nil, err
@@ -405,7 +425,7 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('HLEN', KEYS[2]), o[2] or ''}
 )
 
 // Reserve implements Ledger.
-func (l *RedisLedger) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
+func (l *Redis) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(r.Route, r.Key), l.ageSet(r.Route)}
@@ -468,7 +488,7 @@ func clipLedger(s string) string {
 }
 
 // flag runs a script whose reply is 1 (done) or 0 (refused).
-func (l *RedisLedger) flag(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (bool, error) {
+func (l *Redis) flag(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (bool, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	v, err := l.eval(ctx, op, s, keys, args...)
@@ -485,18 +505,18 @@ func (l *RedisLedger) flag(ctx context.Context, op string, s *redis.Script, keys
 }
 
 // Confirm implements Ledger.
-func (l *RedisLedger) Confirm(ctx context.Context, route, key, tok string) (bool, error) {
+func (l *Redis) Confirm(ctx context.Context, route, key, tok string) (bool, error) {
 	return l.flag(ctx, "confirm", ledgerConfirmScript, []string{l.keyHash(route, key), l.ageSet(route)}, tok)
 }
 
 // Abort implements Ledger.
-func (l *RedisLedger) Abort(ctx context.Context, route, key, tok string) error {
+func (l *Redis) Abort(ctx context.Context, route, key, tok string) error {
 	_, err := l.flag(ctx, "abort", ledgerAbortScript, []string{l.keyHash(route, key)}, tok)
 	return err
 }
 
 // Begin implements Ledger.
-func (l *RedisLedger) Begin(ctx context.Context, route, key, eid, tok, pos, owner string) (Begun, bool, error) {
+func (l *Redis) Begin(ctx context.Context, route, key, eid, tok, pos, owner string) (Begun, bool, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
@@ -520,7 +540,7 @@ func (l *RedisLedger) Begin(ctx context.Context, route, key, eid, tok, pos, owne
 }
 
 // Settle implements Ledger.
-func (l *RedisLedger) Settle(ctx context.Context, route, key, eid, tok, owner string, s Settlement) (queue.Settled, error) {
+func (l *Redis) Settle(ctx context.Context, route, key, eid, tok, owner string, s Settlement) (queue.Settled, error) {
 	if err := ledgerSettleCheck(s); err != nil {
 		return 0, err
 	}
@@ -564,7 +584,7 @@ func settled(op string, v any) (queue.Settled, error) {
 }
 
 // Intend implements Ledger.
-func (l *RedisLedger) Intend(ctx context.Context, route, key, eid, tok, owner, next string) (queue.Settled, error) {
+func (l *Redis) Intend(ctx context.Context, route, key, eid, tok, owner, next string) (queue.Settled, error) {
 	if next == "" {
 		return 0, errors.New("kafka ledger: intend: no token")
 	}
@@ -578,7 +598,7 @@ func (l *RedisLedger) Intend(ctx context.Context, route, key, eid, tok, owner, n
 }
 
 // Dead implements Ledger.
-func (l *RedisLedger) Dead(ctx context.Context, route, eid, next string) (string, string, error) {
+func (l *Redis) Dead(ctx context.Context, route, eid, next string) (string, string, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	res, err := l.evalSlice(ctx, "dead", ledgerDeadScript, []string{l.deadIndex(route)}, eid, l.keyPrefix(route), next)
@@ -598,7 +618,7 @@ func (l *RedisLedger) Dead(ctx context.Context, route, eid, next string) (string
 }
 
 // Replay implements Ledger.
-func (l *RedisLedger) Replay(ctx context.Context, route, eid, dlqPos, tok string) error {
+func (l *Redis) Replay(ctx context.Context, route, eid, dlqPos, tok string) error {
 	ok, err := l.flag(ctx, "replay", ledgerReplayScript, []string{l.deadIndex(route), l.ageSet(route)},
 		eid, dlqPos, tok, l.keyPrefix(route))
 	if err == nil && !ok {
@@ -608,7 +628,7 @@ func (l *RedisLedger) Replay(ctx context.Context, route, eid, dlqPos, tok string
 }
 
 // Purge implements Ledger.
-func (l *RedisLedger) Purge(ctx context.Context, route, eid string, retention time.Duration) error {
+func (l *Redis) Purge(ctx context.Context, route, eid string, retention time.Duration) error {
 	ok, err := l.flag(ctx, "purge", ledgerPurgeScript, []string{l.deadIndex(route)},
 		eid, ledgerTTL(retention), l.keyPrefix(route))
 	if err == nil && !ok {
@@ -622,7 +642,7 @@ func (l *RedisLedger) Purge(ctx context.Context, route, eid string, retention ti
 // inside one HSCAN batch (each batch is listed in event id order). As
 // with HSCAN, an event dead-lettered for the whole listing is listed
 // once; one that came or went meanwhile may or may not be.
-func (l *RedisLedger) ListDead(ctx context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
+func (l *Redis) ListDead(ctx context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
 	limit = max(limit, 1)
 	scan, after, err := ledgerParseCursor(cursor)
 	if err != nil {
@@ -668,7 +688,7 @@ func (l *RedisLedger) ListDead(ctx context.Context, route, cursor string, limit 
 }
 
 // Get implements Ledger.
-func (l *RedisLedger) Get(ctx context.Context, route, key string) (queue.KeyState, error) {
+func (l *Redis) Get(ctx context.Context, route, key string) (queue.KeyState, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	h, err := l.client.HGetAll(ctx, l.keyHash(route, key)).Result()
@@ -679,7 +699,7 @@ func (l *RedisLedger) Get(ctx context.Context, route, key string) (queue.KeyStat
 }
 
 // Delete implements Ledger.
-func (l *RedisLedger) Delete(ctx context.Context, route, key string) (queue.KeyState, error) {
+func (l *Redis) Delete(ctx context.Context, route, key string) (queue.KeyState, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
@@ -735,7 +755,7 @@ func ledgerKeyState(op, key string, h map[string]string) (queue.KeyState, error)
 }
 
 // Stats implements Ledger.
-func (l *RedisLedger) Stats(ctx context.Context, route string) (queue.Stats, error) {
+func (l *Redis) Stats(ctx context.Context, route string) (queue.Stats, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	res, err := l.evalSlice(ctx, "stats", ledgerStatsScript, []string{l.ageSet(route), l.deadIndex(route)})

@@ -1,4 +1,4 @@
-package kafka
+package ledger
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 	"github.com/clawgate/clawgate/store"
 )
 
-// MemoryLedger is the ledger of one process, with the same semantics as
-// RedisLedger inside it; everything in it is lost when the process stops.
+// Memory is the ledger of one process, with the same semantics as
+// Redis inside it; everything in it is lost when the process stops.
 // Times are kept at millisecond precision, as Redis keeps them. Leases
 // and retentions run on the injected clock; a key whose time is up is
 // forgotten when next looked at (and by a sweep once a minute).
-type MemoryLedger struct {
+type Memory struct {
 	now func() time.Time
 
 	mu     sync.Mutex
@@ -27,15 +27,15 @@ type MemoryLedger struct {
 	swept  time.Time
 }
 
-var _ Ledger = (*MemoryLedger)(nil)
+var _ Ledger = (*Memory)(nil)
 
-// NewMemoryLedger returns an empty ledger on the clock now (nil:
+// NewMemory returns an empty ledger on the clock now (nil:
 // time.Now).
-func NewMemoryLedger(now func() time.Time) *MemoryLedger {
+func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &MemoryLedger{now: now, routes: map[string]*memLedgerRoute{}}
+	return &Memory{now: now, routes: map[string]*memLedgerRoute{}}
 }
 
 type memLedgerRoute struct {
@@ -44,7 +44,7 @@ type memLedgerRoute struct {
 	dead map[string]string // eid -> key: dead-lettered, not purged
 }
 
-// memLedgerKey mirrors RedisLedger's key hash; an empty string is an
+// memLedgerKey mirrors Redis's key hash; an empty string is an
 // absent field.
 type memLedgerKey struct {
 	st             string // enq, queued, dead, done
@@ -72,7 +72,7 @@ const (
 	ledgerDone      = "done"
 )
 
-// ledgerSweepEvery is how often MemoryLedger forgets every key whose time
+// ledgerSweepEvery is how often Memory forgets every key whose time
 // is up, besides doing so lazily.
 const ledgerSweepEvery = time.Minute
 
@@ -133,7 +133,7 @@ func ledgerSettleCheck(s Settlement) error {
 	return nil
 }
 
-func (m *MemoryLedger) route(name string) *memLedgerRoute {
+func (m *Memory) route(name string) *memLedgerRoute {
 	r := m.routes[name]
 	if r == nil {
 		r = &memLedgerRoute{keys: map[string]*memLedgerKey{}, age: map[string]int64{}, dead: map[string]string{}}
@@ -153,7 +153,7 @@ func (r *memLedgerRoute) key(name string, now time.Time) *memLedgerKey {
 }
 
 // sweep forgets every key whose time is up, at most once a minute.
-func (m *MemoryLedger) sweep(now time.Time) {
+func (m *Memory) sweep(now time.Time) {
 	if now.Sub(m.swept) < ledgerSweepEvery {
 		return
 	}
@@ -166,7 +166,7 @@ func (m *MemoryLedger) sweep(now time.Time) {
 }
 
 // Reserve implements Ledger.
-func (m *MemoryLedger) Reserve(_ context.Context, res Reservation) (Reserved, error) {
+func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -199,7 +199,7 @@ func (m *MemoryLedger) Reserve(_ context.Context, res Reservation) (Reserved, er
 }
 
 // Confirm implements Ledger.
-func (m *MemoryLedger) Confirm(_ context.Context, route, key, tok string) (bool, error) {
+func (m *Memory) Confirm(_ context.Context, route, key, tok string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -214,14 +214,14 @@ func (m *MemoryLedger) Confirm(_ context.Context, route, key, tok string) (bool,
 }
 
 // adopt makes an enqueuing key queued: permanent, in the age index.
-func (m *MemoryLedger) adopt(r *memLedgerRoute, k *memLedgerKey) {
+func (m *Memory) adopt(r *memLedgerRoute, k *memLedgerKey) {
 	k.st = ledgerQueued
 	k.expires = time.Time{}
 	r.age[k.eid] = k.first
 }
 
 // Abort implements Ledger.
-func (m *MemoryLedger) Abort(_ context.Context, route, key, tok string) error {
+func (m *Memory) Abort(_ context.Context, route, key, tok string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -232,7 +232,7 @@ func (m *MemoryLedger) Abort(_ context.Context, route, key, tok string) error {
 }
 
 // Begin implements Ledger.
-func (m *MemoryLedger) Begin(_ context.Context, route, key, eid, tok, pos, owner string) (Begun, bool, error) {
+func (m *Memory) Begin(_ context.Context, route, key, eid, tok, pos, owner string) (Begun, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -268,7 +268,7 @@ func (m *MemoryLedger) Begin(_ context.Context, route, key, eid, tok, pos, owner
 }
 
 // revive moves a dead-lettered key back to queued for a replay.
-func (m *MemoryLedger) revive(r *memLedgerRoute, k *memLedgerKey) {
+func (m *Memory) revive(r *memLedgerRoute, k *memLedgerKey) {
 	k.st, k.qa = ledgerQueued, 0
 	k.pos, k.owner = "", ""
 	k.dlq, k.reason, k.status, k.err, k.died = "", "", 0, "", 0
@@ -278,7 +278,7 @@ func (m *MemoryLedger) revive(r *memLedgerRoute, k *memLedgerKey) {
 }
 
 // Intend implements Ledger.
-func (m *MemoryLedger) Intend(_ context.Context, route, key, eid, tok, owner, next string) (queue.Settled, error) {
+func (m *Memory) Intend(_ context.Context, route, key, eid, tok, owner, next string) (queue.Settled, error) {
 	if next == "" {
 		return 0, errors.New("kafka ledger: intend: no token")
 	}
@@ -296,7 +296,7 @@ func (m *MemoryLedger) Intend(_ context.Context, route, key, eid, tok, owner, ne
 }
 
 // Settle implements Ledger.
-func (m *MemoryLedger) Settle(_ context.Context, route, key, eid, tok, owner string, s Settlement) (queue.Settled, error) {
+func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s Settlement) (queue.Settled, error) {
 	if err := ledgerSettleCheck(s); err != nil {
 		return 0, err
 	}
@@ -340,7 +340,7 @@ func (m *MemoryLedger) Settle(_ context.Context, route, key, eid, tok, owner str
 }
 
 // deadKey returns eid's key record while eid is dead-lettered.
-func (m *MemoryLedger) deadKey(r *memLedgerRoute, eid string) (string, *memLedgerKey) {
+func (m *Memory) deadKey(r *memLedgerRoute, eid string) (string, *memLedgerKey) {
 	key, ok := r.dead[eid]
 	if !ok {
 		return "", nil
@@ -353,7 +353,7 @@ func (m *MemoryLedger) deadKey(r *memLedgerRoute, eid string) (string, *memLedge
 }
 
 // Dead implements Ledger.
-func (m *MemoryLedger) Dead(_ context.Context, route, eid, next string) (string, string, error) {
+func (m *Memory) Dead(_ context.Context, route, eid, next string) (string, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key, k := m.deadKey(m.route(route), eid)
@@ -367,7 +367,7 @@ func (m *MemoryLedger) Dead(_ context.Context, route, eid, next string) (string,
 }
 
 // Replay implements Ledger.
-func (m *MemoryLedger) Replay(_ context.Context, route, eid, dlqPos, tok string) error {
+func (m *Memory) Replay(_ context.Context, route, eid, dlqPos, tok string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -381,7 +381,7 @@ func (m *MemoryLedger) Replay(_ context.Context, route, eid, dlqPos, tok string)
 }
 
 // Purge implements Ledger.
-func (m *MemoryLedger) Purge(_ context.Context, route, eid string, retention time.Duration) error {
+func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -399,7 +399,7 @@ func (m *MemoryLedger) Purge(_ context.Context, route, eid string, retention tim
 
 // ListDead implements Ledger. The whole dead index is one batch (scan
 // cursor 0) listed in event id order: the cursor is "0/LAST-EID".
-func (m *MemoryLedger) ListDead(_ context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
+func (m *Memory) ListDead(_ context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
 	limit = max(limit, 1)
 	_, after, err := ledgerParseCursor(cursor)
 	if err != nil {
@@ -433,13 +433,13 @@ func (m *MemoryLedger) ListDead(_ context.Context, route, cursor string, limit i
 }
 
 // Get implements Ledger.
-func (m *MemoryLedger) Get(_ context.Context, route, key string) (queue.KeyState, error) {
+func (m *Memory) Get(_ context.Context, route, key string) (queue.KeyState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.get(m.route(route), key)
 }
 
-func (m *MemoryLedger) get(r *memLedgerRoute, key string) (queue.KeyState, error) {
+func (m *Memory) get(r *memLedgerRoute, key string) (queue.KeyState, error) {
 	k := r.key(key, m.now())
 	if k == nil {
 		return queue.KeyState{State: queue.StateAbsent}, nil
@@ -463,7 +463,7 @@ func (m *MemoryLedger) get(r *memLedgerRoute, key string) (queue.KeyState, error
 }
 
 // Delete implements Ledger.
-func (m *MemoryLedger) Delete(_ context.Context, route, key string) (queue.KeyState, error) {
+func (m *Memory) Delete(_ context.Context, route, key string) (queue.KeyState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -479,7 +479,7 @@ func (m *MemoryLedger) Delete(_ context.Context, route, key string) (queue.KeySt
 }
 
 // Stats implements Ledger.
-func (m *MemoryLedger) Stats(_ context.Context, route string) (queue.Stats, error) {
+func (m *Memory) Stats(_ context.Context, route string) (queue.Stats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)

@@ -1,4 +1,11 @@
-package kafka
+// Package ledger keeps the record of each idempotency key of a queued
+// route: whether its event is being enqueued, queued, dead-lettered or
+// finished, which token and try are live, and the counters, with a
+// memory implementation (one process) and a Redis one (single server,
+// Sentinel, Cluster: a route's keys share one slot). Today the Kafka queue
+// (queue.backend: kafka) keeps its keys here. Package ledgertest holds the
+// conformance suite every implementation runs.
+package ledger
 
 import (
 	"context"
@@ -21,7 +28,7 @@ import (
 // has an age index (event id -> first seen, every undelivered event) for
 // depth and lag, and a dead index (event id -> key) for the DLQ.
 //
-// Implemented by MemoryLedger (one process) and RedisLedger (shared).
+// Implemented by Memory (one process) and Redis (shared).
 type Ledger interface {
 	// Reserve claims an absent key for an event about to be produced:
 	// state enqueuing with r's event id and token, expiring after r.Lease

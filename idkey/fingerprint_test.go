@@ -1,4 +1,4 @@
-package dedupe
+package idkey
 
 import (
 	"crypto/sha256"
