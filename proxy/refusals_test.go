@@ -1,0 +1,88 @@
+package proxy_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/clawgate/clawgate/internal/doortest"
+)
+
+// Regression tests of what the gateway refuses (docs/security.md).
+
+// TestUpstream101IsAnswered502NeverRelayed: an upstream that answers 101
+// Switching Protocols to a request that asked for no upgrade gets the
+// caller a 502; the 101 and what follows it never reach the caller, and
+// the connection it came on is not reused for the next delivery.
+func TestUpstream101IsAnswered502NeverRelayed(t *testing.T) {
+	doortest.ForEach(t, testUpstream101IsAnswered502NeverRelayed)
+}
+
+func testUpstream101IsAnswered502NeverRelayed(t *testing.T) {
+	var calls atomic.Int64
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if calls.Add(1) > 1 {
+			io.WriteString(w, "ok")
+			return
+		}
+		c, bw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		bw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: tunnel\r\nConnection: Upgrade\r\n\r\n" +
+			"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\ntunnelled")
+		bw.Flush()
+		// The connection stays open, speaking "tunnel": a delivery sent on
+		// it would never be answered.
+		<-release
+	})
+	r := h.post(t, "/webhook/order", "evt_101", event)
+	if r.status != http.StatusBadGateway || strings.Contains(r.body, "tunnelled") {
+		t.Fatalf("upstream 101: %d %q, want a 502 of the gateway's own", r.status, r.body)
+	}
+	if r := h.post(t, "/webhook/order", "evt_101_next", event); r.status != 200 || r.body != "ok" {
+		t.Fatalf("the delivery after the 101: %d %q, want 200 from a fresh connection", r.status, r.body)
+	}
+}
+
+// TestUpstreamDribblingPastTheTimeoutIs504: an upstream that starts its
+// answer in time but sends its body slower than the route's timeout is a
+// timeout (504, the lock released as "timeout"), not an unreachable
+// upstream (502).
+func TestUpstreamDribblingPastTheTimeoutIs504(t *testing.T) {
+	doortest.ForEach(t, testUpstreamDribblingPastTheTimeoutIs504)
+}
+
+func testUpstreamDribblingPastTheTimeoutIs504(t *testing.T) {
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(200)
+		for range 100 {
+			if _, err := io.WriteString(w, "x"); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}, withConfig(strings.Replace(baseConfig, "timeout: 2s", "timeout: 300ms", 1)))
+	r := h.post(t, "/webhook/order", "evt_dribble", event)
+	if r.status != http.StatusGatewayTimeout {
+		t.Fatalf("dribbling upstream: %d %s, want 504", r.status, r.body)
+	}
+	if v := h.metric("webhook_lock_released_total", map[string]string{"reason": "timeout"}); v != 1 {
+		t.Fatalf("lock released{timeout} = %v, want 1", v)
+	}
+}
+
