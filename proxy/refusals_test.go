@@ -85,4 +85,3 @@ func testUpstreamDribblingPastTheTimeoutIs504(t *testing.T) {
 		t.Fatalf("lock released{timeout} = %v, want 1", v)
 	}
 }
-
