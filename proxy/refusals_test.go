@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -83,5 +84,66 @@ func testUpstreamDribblingPastTheTimeoutIs504(t *testing.T) {
 	}
 	if v := h.metric("webhook_lock_released_total", map[string]string{"reason": "timeout"}); v != 1 {
 		t.Fatalf("lock released{timeout} = %v, want 1", v)
+	}
+}
+
+// TestDotSegmentWithParametersIsRefused: "..;" passed a prefix route and
+// reached the upstream as "/api/..;/secret", which Tomcat, Jetty and
+// Spring read as "/secret" (they drop a segment's ";" parameters). A
+// segment that is "." or ".." before a ";", sent as is or escaped, is
+// refused with 400 and never forwarded.
+func TestDotSegmentWithParametersIsRefused(t *testing.T) {
+	doortest.ForEach(t, testDotSegmentWithParametersIsRefused)
+}
+
+func testDotSegmentWithParametersIsRefused(t *testing.T) {
+	cfg := `
+listen: "127.0.0.1:0"
+admin: { listen: "" }
+routes:
+  - name: p
+    match: { path_prefix: /p/ }
+    upstream: %UPSTREAM%/api
+    idempotency: { key: ["json:id"] }
+    verify: { scheme: none }
+`
+	h := newHarness(t, nil, withConfig(cfg))
+	for i, tc := range []struct {
+		target string
+		want   int
+		path   string // for 200, the path the upstream saw
+	}{
+		{"/p/..;/secret", 400, ""},
+		{"/p/x/..;/..;/secret", 400, ""},
+		{"/p/%2e%2e;/secret", 400, ""},
+		{"/p/%2E%2e;jsessionid=1/secret", 400, ""},
+		{"/p/..%3b/secret", 400, ""},
+		{"/p/.;/secret", 400, ""},
+		{"/p/x/..;", 400, ""},
+		{"/p/x;a=1/y", 200, "/api/p/x;a=1/y"}, // parameters on a name are the upstream's business
+		{"/p/...;/y", 200, "/api/p/...;/y"},   // "..." is a name
+		{"/p/a..;/y", 200, "/api/p/a..;/y"},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			body := fmt.Sprintf(`{"id":"evt_dotparam_%d"}`, i)
+			before := h.upCalls.Load()
+			req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", tc.target, len(body), body)
+			lines := statusLines(raw(t, h.srv.Addr, req, false))
+			if len(lines) != 1 || !strings.Contains(lines[0], fmt.Sprintf(" %d ", tc.want)) {
+				t.Fatalf("answered %q, want %d", lines, tc.want)
+			}
+			if tc.want != 200 {
+				if h.upCalls.Load() != before {
+					t.Fatal("forwarded although refused")
+				}
+				return
+			}
+			h.mu.Lock()
+			got := h.upReqs[len(h.upReqs)-1].URL.EscapedPath()
+			h.mu.Unlock()
+			if got != tc.path {
+				t.Fatalf("upstream saw %q, want %q", got, tc.path)
+			}
+		})
 	}
 }

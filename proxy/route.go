@@ -178,8 +178,9 @@ func (rt *route) upstreamURI(in *inbound, path string) string {
 }
 
 var (
-	errPathEscapes = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path climbs above the root", nil)
-	errPathEncoded = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path has an encoded slash, backslash or NUL", nil)
+	errPathEscapes   = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path climbs above the root", nil)
+	errPathEncoded   = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path has an encoded slash, backslash or NUL", nil)
+	errPathDotParams = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path has a dot segment with parameters", nil)
 )
 
 // cleanPath returns the request's path with "." and ".." segments resolved
@@ -189,9 +190,16 @@ var (
 // "/hooks/a/" sent on to that route's upstream. A path that climbs above
 // the root, or that hides a separator in an escape (%2F, %5C, a backslash
 // or NUL), is refused with 400: upstreams disagree on what those mean.
+// So is a segment that is "." or ".." before a ";" ("/h/..;/admin",
+// "/h/%2e%2e;/admin", "/h/..%3bx/admin"): the gateway reads it as an
+// ordinary name, Tomcat, Jetty and Spring drop the parameters and read
+// "..", which would climb out of the route's path on the upstream.
 func cleanPath(p, raw string) (string, error) {
 	if strings.ContainsAny(p, "\\\x00") {
 		return "", errPathEncoded
+	}
+	if hasDotParams(p) {
+		return "", errPathDotParams
 	}
 	if raw != "" {
 		for i := strings.IndexByte(raw, '%'); i >= 0 && i+2 < len(raw); {
@@ -235,6 +243,26 @@ func cleanPath(p, raw string) (string, error) {
 		clean = "/" + clean
 	}
 	return clean, nil
+}
+
+// hasDotParams reports a segment of p that is "." or ".." followed by a
+// ";" and anything (path parameters).
+func hasDotParams(p string) bool {
+	for i := strings.IndexByte(p, ';'); i >= 0; {
+		seg := p[:i]
+		if j := strings.LastIndexByte(seg, '/'); j >= 0 {
+			seg = seg[j+1:]
+		}
+		if seg == "." || seg == ".." {
+			return true
+		}
+		j := strings.IndexByte(p[i+1:], ';')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 // hasDotSegment reports a "." or ".." segment in p.
