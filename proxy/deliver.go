@@ -297,15 +297,24 @@ func (g *Gateway) inFlightDuplicate(d *delivery, layer string, retry time.Durati
 var errKeyReused = fail(http.StatusUnprocessableEntity, metrics.OutcomeConflict,
 	"idempotency key reused with a different payload", nil)
 
+// bodyGrowAhead is how much of a declared length readBody reserves before
+// the bytes arrive; past it, the buffer grows with what arrives.
+const bodyGrowAhead = 16 << 10
+
 // readBody reads the whole body into buf, refusing more than max bytes:
 // a declared length past max is refused before any of the body is read.
+// The buffer is not sized by the declared length, which costs the caller
+// nothing to write: it grows with the bytes that arrive (at most about
+// twice what was received, plus bodyGrowAhead), so a connection that
+// announces max_body and sends a few bytes pins a few kilobytes for the
+// read timeout, not max_body.
 func (d *delivery) readBody(buf *bytes.Buffer, max int64) error {
 	in := &d.in
 	if in.contentLength > max {
 		return errTooLarge
 	}
 	if in.contentLength > 0 {
-		buf.Grow(int(in.contentLength))
+		buf.Grow(int(min(in.contentLength, bodyGrowAhead)))
 	}
 	d.limited = io.LimitedReader{R: in.body, N: max + 1}
 	n, err := buf.ReadFrom(&d.limited)

@@ -3,7 +3,9 @@ package proxy_test
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -146,4 +148,70 @@ routes:
 			}
 		})
 	}
+}
+
+// TestDeclaredLengthDoesNotReserveTheBody: a Content-Length costs the
+// caller nothing to write, and the body buffer was sized by it before any
+// of the body arrived: connections announcing max_body and sending a few
+// kilobytes each pinned max_body for the read timeout. The buffer grows
+// with the bytes that arrive.
+func TestDeclaredLengthDoesNotReserveTheBody(t *testing.T) {
+	doortest.ForEach(t, testDeclaredLengthDoesNotReserveTheBody)
+}
+
+func testDeclaredLengthDoesNotReserveTheBody(t *testing.T) {
+	const (
+		maxBody = 8 << 20
+		conns   = 8
+		sent    = 16 << 10 // past the fasthttp door's 8 KiB pre-read
+	)
+	h := newHarness(t, nil, withConfig(strings.Replace(baseConfig, "max_body: 1KiB", "max_body: 8MiB", 1)))
+	before := heapInUse()
+	head := fmt.Sprintf("POST /webhook/order HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n", maxBody)
+	for range conns {
+		c, err := net.Dial("tcp", h.srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, head+strings.Repeat("a", sent)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every delivery is waiting for the rest of its body, its buffer made.
+	deadline := time.Now().Add(10 * time.Second)
+	for n := 0; n < conns; n = readingBodies() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d deliveries reached the body read", n, conns)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	grew := heapInUse() - before
+	t.Logf("%d connections announcing %d bytes, %d sent each: the heap grew by %d bytes", conns, maxBody, sent, grew)
+	if limit := int64(conns * maxBody / 4); grew > limit {
+		t.Fatalf("the heap grew by %d bytes (over %d) for %d connections that sent %d bytes each: the declared length was reserved",
+			grew, limit, conns, sent)
+	}
+}
+
+// heapInUse is the bytes of live heap objects after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// readingBodies counts the goroutines blocked reading a delivery's body
+// (past the point where its buffer is made).
+func readingBodies() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "(*delivery).readBody") && strings.Contains(g, "(*Buffer).ReadFrom") {
+			n++
+		}
+	}
+	return n
 }
