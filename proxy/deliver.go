@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
@@ -37,9 +38,12 @@ type delivery struct {
 	buf   *bytes.Buffer // holds body; back to bufPool at the delivery's end
 	// limited reads the body, up to one byte past max_body.
 	limited io.LimitedReader
-	key     string // derived key, "" when unkeyed
-	scoped  string // route:key
-	fp      string
+	// bucket is the client's rate_limit bucket (edge.go), nil when the
+	// route has none.
+	bucket *rate.Limiter
+	key    string // derived key, "" when unkeyed
+	scoped string // route:key
+	fp     string
 	// attempt is the deliveries of the key counted so far (the store's
 	// count, or this instance's when the store did not answer); 0 when the
 	// delivery has no key.
@@ -162,6 +166,10 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	if verify.Checks(rt.Verify.Scheme) {
 		rt.m.SignatureVerified(secretID)
 		d.secretID = secretID
+	}
+	// The rate limit's token: only a delivery that verified spends one.
+	if err := g.charge(d); err != nil {
+		return err
 	}
 	if rt.Dedupe.Mode == config.ModeOff {
 		return g.forward(d, nil)

@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/time/rate"
-
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/verify"
@@ -25,9 +23,9 @@ type route struct {
 	allow    string // Allow header for 405
 	// digester is set on routes with a replay guard (guard.go).
 	digester verify.SignedDigester
-	// limiter is the route's rate_limit, shared by all its callers; nil
-	// when the route has none (edge.go).
-	limiter *rate.Limiter
+	// limiter is the route's rate_limit, a bucket per client; nil when
+	// the route has none (edge.go).
+	limiter *limiter
 	// trace is what the route's spans carry (trace.go).
 	trace routeTrace
 }
