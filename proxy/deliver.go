@@ -157,7 +157,16 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		now = g.now()
 	}
 	_, vsp := g.step(d, d.sctx, spanVerify, trace.SpanKindInternal)
-	secretID, err := rt.Verifier.Verify(d.in.header, d.body, now)
+	var secretID string
+	if rt.signed != nil {
+		// A URL-signed provider's signature covers public_url, not this
+		// request's target: the target must be public_url's, or the
+		// upstream would get a path or query nobody signed.
+		err = rt.signed.check(d.path, d.in.rawQuery)
+	}
+	if err == nil {
+		secretID, err = rt.Verifier.Verify(d.in.header, d.body, now)
+	}
 	endVerify(vsp, rt.Verify.Scheme, secretID, err)
 	if err != nil {
 		rt.m.SignatureFailed(verify.Reason(err))

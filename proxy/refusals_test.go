@@ -1,11 +1,16 @@
 package proxy_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -214,4 +219,94 @@ func readingBodies() int {
 		}
 	}
 	return n
+}
+
+// TestURLSignedRequestMustComeWithTheSignedTarget: a Twilio request signed
+// for public_url "...?acct=1" but sent with "?acct=2&role=admin" verified
+// (the signature covers public_url, not the request) and the upstream got
+// the changed query. A URL-signed route refuses a request whose path or
+// query is not public_url's with 401.
+func TestURLSignedRequestMustComeWithTheSignedTarget(t *testing.T) {
+	doortest.ForEach(t, testURLSignedRequestMustComeWithTheSignedTarget)
+}
+
+func testURLSignedRequestMustComeWithTheSignedTarget(t *testing.T) {
+	const publicURL = "https://hooks.example.com/webhook/twilio?acct=1"
+	cfg := `
+listen: "127.0.0.1:0"
+admin: { listen: "" }
+routes:
+  - name: sms
+    match: { path_prefix: /webhook/twilio }
+    upstream: %UPSTREAM%/api
+    provider: twilio
+    public_url: ` + publicURL + `
+    verify: { secrets: [{ id: a, secret: twilio-token }] }
+`
+	h := newHarness(t, nil, withConfig(cfg))
+	for i, tc := range []struct {
+		target string
+		want   int
+	}{
+		{"/webhook/twilio?acct=2&role=admin", 401},
+		{"/webhook/twilio?acct=1&role=admin", 401},
+		{"/webhook/twilio", 401},
+		{"/webhook/twilio/admin?acct=1", 401},
+		{"/webhook/twilio?acct=%31", 401}, // not the same bytes: the upstream may read it otherwise
+		{"/webhook/twilio/x/..?acct=1", 401},
+		{"/webhook/twilio?acct=1", 200},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			form := url.Values{"MessageSid": {fmt.Sprintf("SM%d", i)}, "From": {"+15005550006"}}
+			body := form.Encode()
+			before := h.upCalls.Load()
+			req, err := http.NewRequest(http.MethodPost, h.srv.URL+tc.target, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("X-Twilio-Signature", twilioSignature("twilio-token", publicURL, form))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%d, want %d", resp.StatusCode, tc.want)
+			}
+			if tc.want != 200 {
+				if h.upCalls.Load() != before {
+					t.Fatal("forwarded although refused")
+				}
+				return
+			}
+			h.mu.Lock()
+			got := h.upReqs[len(h.upReqs)-1].URL.RequestURI()
+			h.mu.Unlock()
+			if got != "/api/webhook/twilio?acct=1" {
+				t.Fatalf("upstream got %q", got)
+			}
+		})
+	}
+	if v := h.metric("webhook_signature_failures_total", map[string]string{"reason": "mismatch"}); v != 6 {
+		t.Fatalf("signature failures{mismatch} = %v, want 6", v)
+	}
+}
+
+// twilioSignature is Twilio's X-Twilio-Signature: HMAC-SHA1 over the URL,
+// then each field's name and value, sorted by name, base64.
+func twilioSignature(token, u string, form url.Values) string {
+	names := make([]string, 0, len(form))
+	for n := range form {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	m := hmac.New(sha1.New, []byte(token))
+	io.WriteString(m, u)
+	for _, n := range names {
+		for _, v := range form[n] {
+			io.WriteString(m, n+v)
+		}
+	}
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -28,6 +29,68 @@ type route struct {
 	limiter *limiter
 	// trace is what the route's spans carry (trace.go).
 	trace routeTrace
+	// signed is the request target the route's signature covers, on a
+	// route whose signature covers the URL (public_url); nil otherwise.
+	signed *signedTarget
+}
+
+// signedTarget is the path and query of a route's public_url, which a
+// URL-signed provider's signature covers: a delivery must come with the
+// same, or the signature does not cover what the upstream would receive.
+type signedTarget struct {
+	path, query string
+	// decode applies the provider's own decoding to a query before the
+	// comparison (HubSpot's), or is nil: the query must be the same bytes.
+	decode func(string) string
+}
+
+// newSignedTarget returns the signed target of a route whose signature
+// covers public_url, or nil.
+func newSignedTarget(rc *config.Route) *signedTarget {
+	if rc.PublicURL == "" || !verify.UsesURL(rc.Verify) {
+		return nil
+	}
+	u, err := url.Parse(rc.PublicURL)
+	if err != nil {
+		return nil // config checked it
+	}
+	st := &signedTarget{path: u.Path, query: u.RawQuery}
+	if st.path == "" {
+		st.path = "/"
+	}
+	if rc.Provider == "hubspot" {
+		st.decode = hubspotDecode
+		st.query = hubspotDecode(st.query)
+	}
+	return st
+}
+
+var errTargetNotSigned = fmt.Errorf("%w: the request's path or query is not public_url's, which the signature covers", verify.ErrMismatch)
+
+// check returns errTargetNotSigned unless path (dot segments resolved)
+// and rawQuery are public_url's.
+func (st *signedTarget) check(path, rawQuery string) error {
+	if st.decode != nil {
+		rawQuery = st.decode(rawQuery)
+	}
+	if path != st.path || rawQuery != st.query {
+		return errTargetNotSigned
+	}
+	return nil
+}
+
+// hubspotDecoder is the decoding HubSpot applies to the URL it signs
+// (signature v3): these escapes, in either case, read as the character.
+var hubspotDecoder = strings.NewReplacer(
+	"%3A", ":", "%3a", ":", "%2F", "/", "%2f", "/", "%3F", "?", "%3f", "?", "%40", "@", "%21", "!",
+	"%24", "$", "%27", "'", "%28", "(", "%29", ")", "%2A", "*", "%2a", "*", "%2C", ",", "%2c", ",",
+	"%3B", ";", "%3b", ";")
+
+func hubspotDecode(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	return hubspotDecoder.Replace(s)
 }
 
 // table is one loaded config's routes, swapped whole on reload.
@@ -59,6 +122,7 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 			rt.digester, _ = rc.Verifier.(verify.SignedDigester)
 		}
 		rt.limiter = newLimiter(rc.RateLimit)
+		rt.signed = newSignedTarget(rc)
 		if t.minBody == 0 || int(rc.MaxBody) < t.minBody {
 			t.minBody = max(1, int(rc.MaxBody))
 		}
