@@ -125,6 +125,9 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	if d.in.refused != nil {
 		return d.in.refused
 	}
+	if d.in.lengthless && d.in.method != http.MethodGet && d.in.method != http.MethodHead {
+		return errNoLength
+	}
 	// 1. Route, on the path with its dot segments resolved.
 	path, err := cleanPath(d.in.path, d.in.rawPath)
 	if err != nil {
@@ -357,6 +360,13 @@ func (d *delivery) readBody(buf *bytes.Buffer, max int64) error {
 	}
 	return nil
 }
+
+// errNoLength refuses an HTTP/1.0 request, other than GET or HEAD,
+// without a Content-Length: HTTP/1.0 has no other framing of a request
+// body, so it either has none or hides one behind a Transfer-Encoding
+// (which net/http drops unseen and fasthttp refuses): both front doors
+// refuse it the same way.
+var errNoLength = fail(http.StatusBadRequest, metrics.OutcomeRejected, "HTTP/1.0 request without Content-Length", nil)
 
 var errTooLarge = fail(http.StatusRequestEntityTooLarge, metrics.OutcomeRejected, "body larger than max_body", nil)
 

@@ -310,3 +310,19 @@ func twilioSignature(token, u string, form url.Values) string {
 	}
 	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
+
+// TestOptionsStarIsTheGatewaysOwn404: "OPTIONS *" got net/http's own
+// empty 200 on one front door and the gateway's answer on the other. Both
+// answer the gateway's JSON 404 (no route).
+func TestOptionsStarIsTheGatewaysOwn404(t *testing.T) {
+	doortest.ForEach(t, testOptionsStarIsTheGatewaysOwn404)
+}
+
+func testOptionsStarIsTheGatewaysOwn404(t *testing.T) {
+	h := newHarness(t, nil)
+	resp := raw(t, h.srv.Addr, "OPTIONS * HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n", false)
+	if lines := statusLines(resp); len(lines) != 1 || !strings.HasPrefix(lines[0], "HTTP/1.1 404 ") ||
+		!strings.HasSuffix(resp, "{\"error\":\"no route\",\"route\":\"unmatched\"}\n") {
+		t.Fatalf("OPTIONS *: %q, want the gateway's JSON 404", resp)
+	}
+}
