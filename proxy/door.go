@@ -76,7 +76,7 @@ func NewDoor(kind config.ServerKind, g *Gateway, l Limits, tlsConfig *tls.Config
 		// the fasthttp front door, not net/http's own empty 200.
 		DisableGeneralOptionsHandler: true,
 		TLSConfig:                    tlsConfig,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:                     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
 }
 
