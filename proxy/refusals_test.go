@@ -326,3 +326,36 @@ func testOptionsStarIsTheGatewaysOwn404(t *testing.T) {
 		t.Fatalf("OPTIONS *: %q, want the gateway's JSON 404", resp)
 	}
 }
+
+// TestExpectContinueOverMaxBodyIs413WithoutContinue: fasthttp sent 100
+// Continue, then 413, for a declared length over max_body (net/http
+// answered 413 at once). Both answer the gateway's JSON 413 without a
+// 100 Continue, and close the connection.
+func TestExpectContinueOverMaxBodyIs413WithoutContinue(t *testing.T) {
+	doortest.ForEach(t, testExpectContinueOverMaxBodyIs413WithoutContinue)
+}
+
+func testExpectContinueOverMaxBodyIs413WithoutContinue(t *testing.T) {
+	h := newHarness(t, nil)
+	c, err := net.Dial("tcp", h.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// No body follows: a client waiting for 100 Continue sends none.
+	io.WriteString(c, "POST /webhook/order HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: 4096\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("the connection did not end after the answer: %v (read %q)", err, b)
+	}
+	resp := string(b)
+	lines := statusLines(resp)
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "HTTP/1.1 413 ") ||
+		!strings.HasSuffix(resp, "{\"error\":\"body larger than max_body\",\"route\":\"orders\"}\n") {
+		t.Fatalf("answered %q, want the gateway's JSON 413 alone", resp)
+	}
+	if v := h.metric("webhook_requests_total", map[string]string{"route": "orders", "code": "413"}); v != 1 {
+		t.Fatalf("webhook_requests_total{413} = %v, want 1", v)
+	}
+}
