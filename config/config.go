@@ -436,8 +436,8 @@ type Route struct {
 	// trusted_proxies, the right-most X-Forwarded-For entry that is not
 	// itself a trusted proxy. Empty (the default): every client.
 	AllowIPs []string `yaml:"allow_ips"`
-	// RateLimit bounds the route's deliveries per second, from all callers
-	// together; past it they get 429 with Retry-After. Default: no limit.
+	// RateLimit bounds the route's deliveries per second from each
+	// client; past it they get 429 with Retry-After. Default: no limit.
 	RateLimit RateLimit `yaml:"rate_limit"`
 
 	// Line is the route's line in the file.

@@ -6,10 +6,14 @@ import (
 )
 
 // RateLimit is a route's rate_limit: how many deliveries per second the
-// route accepts from all callers together, refilled continuously, with
-// Burst deliveries allowed at once (a token bucket, like Nginx's limit_req
-// with one zone per location). Past it a delivery gets 429 with
-// Retry-After, before its body is read or its signature checked.
+// route accepts from each client, refilled continuously, with Burst
+// deliveries allowed at once (a token bucket per client, like Nginx's
+// limit_req with a zone keyed by $binary_remote_addr). The client is the
+// address allow_ips checks (after trusted_proxies); IPv6 clients are
+// counted by their /64. A client whose bucket is empty gets 429 with
+// Retry-After before its body is read or its signature checked; a token
+// is taken only once the signature verified, so requests that fail it
+// never spend the bucket of good deliveries.
 type RateLimit struct {
 	// RPS is the sustained rate in deliveries per second; it may be a
 	// fraction (0.5: one every two seconds). 0 (the default): no limit.
@@ -19,7 +23,17 @@ type RateLimit struct {
 	// (the default) with rps above 0 becomes max(1, ceil(rps)) (after
 	// loading it holds that value). Must not be negative, and needs rps.
 	Burst int `yaml:"burst"`
+	// Clients bounds the buckets the route keeps, one per client: past
+	// it, the client seen least recently is forgotten and starts again
+	// with a full bucket. 0 (the default) with RPS above 0 becomes
+	// DefaultRateLimitClients; after Parse it holds that value. Must not
+	// be negative, and needs RPS.
+	Clients int `yaml:"clients"`
 }
+
+// DefaultRateLimitClients is rate_limit.clients when it is not written:
+// about 2 MB of buckets per limited route at most.
+const DefaultRateLimitClients = 10000
 
 // Limited reports whether the route has a rate limit.
 func (r RateLimit) Limited() bool { return r.RPS > 0 }
@@ -55,6 +69,14 @@ func (b *builder) checkEdge(i int) {
 		b.routeError(i, []any{"rate_limit", "burst"}, "rate_limit.burst", "is set but rate_limit.rps is not, so nothing is limited; set rps (deliveries per second), or remove burst")
 	case rl.Burst == 0 && rpsOK && rl.RPS > 0:
 		rl.Burst = defaultBurst(rl.RPS)
+	}
+	switch {
+	case rl.Clients < 0:
+		b.routeError(i, []any{"rate_limit", "clients"}, "rate_limit.clients", "must not be negative, got %d (0 means %d)", rl.Clients, DefaultRateLimitClients)
+	case rl.Clients > 0 && rl.RPS == 0:
+		b.routeError(i, []any{"rate_limit", "clients"}, "rate_limit.clients", "is set but rate_limit.rps is not, so nothing is limited; set rps (deliveries per second), or remove clients")
+	case rl.Clients == 0 && rpsOK && rl.RPS > 0:
+		rl.Clients = DefaultRateLimitClients
 	}
 }
 

@@ -18,7 +18,7 @@ routes:
     upstream: http://127.0.0.1:9000
     verify: { scheme: none }
     allow_ips: [192.0.2.7, "192.0.2.77/24", "::ffff:198.51.100.0/120", "2001:db8::1/32"]
-    rate_limit: { rps: 10, burst: 20 }
+    rate_limit: { rps: 10, burst: 20, clients: 500 }
   - name: half
     match: { path: /half }
     upstream: http://127.0.0.1:9000
@@ -47,10 +47,10 @@ routes:
 		netip.MustParsePrefix("198.51.100.0/24"),
 		netip.MustParsePrefix("2001:db8::/32"),
 	})
-	eq(t, "listed rate_limit", listed.RateLimit, RateLimit{RPS: 10, Burst: 20})
+	eq(t, "listed rate_limit", listed.RateLimit, RateLimit{RPS: 10, Burst: 20, Clients: 500})
 	// burst defaults to max(1, ceil(rps)).
-	eq(t, "half rate_limit", route(t, cfg, "half").RateLimit, RateLimit{RPS: 0.5, Burst: 1})
-	eq(t, "fraction rate_limit", route(t, cfg, "fraction").RateLimit, RateLimit{RPS: 2.5, Burst: 3})
+	eq(t, "half rate_limit", route(t, cfg, "half").RateLimit, RateLimit{RPS: 0.5, Burst: 1, Clients: DefaultRateLimitClients})
+	eq(t, "fraction rate_limit", route(t, cfg, "fraction").RateLimit, RateLimit{RPS: 2.5, Burst: 3, Clients: DefaultRateLimitClients})
 }
 
 func TestDefaultBurst(t *testing.T) {

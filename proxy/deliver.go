@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
@@ -38,9 +39,12 @@ type delivery struct {
 	buf   *bytes.Buffer // holds body; back to bufPool at the delivery's end
 	// limited reads the body, up to one byte past max_body.
 	limited io.LimitedReader
-	key     string // derived key, "" when unkeyed
-	scoped  string // route:key
-	fp      string
+	// bucket is the client's rate_limit bucket (edge.go), nil when the
+	// route has none.
+	bucket *rate.Limiter
+	key    string // derived key, "" when unkeyed
+	scoped string // route:key
+	fp     string
 	// attempt is the deliveries of the key counted so far (the store's
 	// count, or this instance's when the store did not answer); 0 when the
 	// delivery has no key.
@@ -122,6 +126,9 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	if d.in.refused != nil {
 		return d.in.refused
 	}
+	if d.in.lengthless && d.in.method != http.MethodGet && d.in.method != http.MethodHead {
+		return errNoLength
+	}
 	// 1. Route, on the path with its dot segments resolved.
 	path, err := cleanPath(d.in.path, d.in.rawPath)
 	if err != nil {
@@ -154,7 +161,16 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		now = g.now()
 	}
 	_, vsp := g.step(d, d.sctx, spanVerify, trace.SpanKindInternal)
-	secretID, err := rt.Verifier.Verify(d.in.header, d.body, now)
+	var secretID string
+	if rt.signed != nil {
+		// A URL-signed provider's signature covers public_url, not this
+		// request's target: the target must be public_url's, or the
+		// upstream would get a path or query nobody signed.
+		err = rt.signed.check(d.path, d.in.rawQuery)
+	}
+	if err == nil {
+		secretID, err = rt.Verifier.Verify(d.in.header, d.body, now)
+	}
 	endVerify(vsp, rt.Verify.Scheme, secretID, err)
 	if err != nil {
 		rt.m.SignatureFailed(verify.Reason(err))
@@ -163,6 +179,10 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	if verify.Checks(rt.Verify.Scheme) {
 		rt.m.SignatureVerified(secretID)
 		d.secretID = secretID
+	}
+	// The rate limit's token: only a delivery that verified spends one.
+	if err := g.charge(d); err != nil {
+		return err
 	}
 	if rt.Dedupe.Mode == config.ModeOff {
 		return g.forward(d, nil)
@@ -298,15 +318,24 @@ func (g *Gateway) inFlightDuplicate(d *delivery, layer string, retry time.Durati
 var errKeyReused = fail(http.StatusUnprocessableEntity, metrics.OutcomeConflict,
 	"idempotency key reused with a different payload", nil)
 
+// bodyGrowAhead is how much of a declared length readBody reserves before
+// the bytes arrive; past it, the buffer grows with what arrives.
+const bodyGrowAhead = 16 << 10
+
 // readBody reads the whole body into buf, refusing more than max bytes:
 // a declared length past max is refused before any of the body is read.
+// The buffer is not sized by the declared length, which costs the caller
+// nothing to write: it grows with the bytes that arrive (at most about
+// twice what was received, plus bodyGrowAhead), so a connection that
+// announces max_body and sends a few bytes pins a few kilobytes for the
+// read timeout, not max_body.
 func (d *delivery) readBody(buf *bytes.Buffer, max int64) error {
 	in := &d.in
 	if in.contentLength > max {
 		return errTooLarge
 	}
 	if in.contentLength > 0 {
-		buf.Grow(int(in.contentLength))
+		buf.Grow(int(min(in.contentLength, bodyGrowAhead)))
 	}
 	d.limited = io.LimitedReader{R: in.body, N: max + 1}
 	n, err := buf.ReadFrom(&d.limited)
@@ -332,6 +361,13 @@ func (d *delivery) readBody(buf *bytes.Buffer, max int64) error {
 	}
 	return nil
 }
+
+// errNoLength refuses an HTTP/1.0 request, other than GET or HEAD,
+// without a Content-Length: HTTP/1.0 has no other framing of a request
+// body, so it either has none or hides one behind a Transfer-Encoding
+// (which net/http drops unseen and fasthttp refuses): both front doors
+// refuse it the same way.
+var errNoLength = fail(http.StatusBadRequest, metrics.OutcomeRejected, "HTTP/1.0 request without Content-Length", nil)
 
 var errTooLarge = fail(http.StatusRequestEntityTooLarge, metrics.OutcomeRejected, "body larger than max_body", nil)
 

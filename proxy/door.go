@@ -72,8 +72,11 @@ func NewDoor(kind config.ServerKind, g *Gateway, l Limits, tlsConfig *tls.Config
 		ReadTimeout:       l.ReadTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
-		TLSConfig:         tlsConfig,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// "OPTIONS *" reaches the gateway (no route: its JSON 404) as on
+		// the fasthttp front door, not net/http's own empty 200.
+		DisableGeneralOptionsHandler: true,
+		TLSConfig:                    tlsConfig,
+		ErrorLog:                     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
 }
 
@@ -121,6 +124,10 @@ func newFastDoor(g *Gateway, l Limits, tlsConfig *tls.Config, log *slog.Logger) 
 		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 			return fasthttp.RequestConfig{ReadTimeout: l.ReadTimeout, MaxRequestBodySize: g.tbl.Load().minBody}
 		},
+		// A request with "Expect: 100-continue" that is refused before
+		// its body is read is answered without a 100 Continue, as on
+		// net/http (door_fast.go).
+		ExpectHandler:                g.expectFast,
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true, // the body is the raw bytes the signature covers
 		// fasthttp writes the answer once the handler returns, within this.

@@ -107,9 +107,13 @@ func (x *fastExchange) read(in *inbound) {
 	}
 	nh := len(x.offs)
 	uri := req.URI()
-	x.buf = append(x.buf, uri.PathOriginal()...)
+	path, query := uri.PathOriginal(), uri.QueryString()
+	if raw := req.Header.RequestURI(); bytes.IndexByte(raw, '#') >= 0 {
+		path, query = splitTarget(raw)
+	}
+	x.buf = append(x.buf, path...)
 	mark()
-	x.buf = append(x.buf, uri.QueryString()...)
+	x.buf = append(x.buf, query...)
 	mark()
 	x.buf = append(x.buf, c.Host()...)
 	mark()
@@ -136,6 +140,13 @@ func (x *fastExchange) read(in *inbound) {
 	if err := fastFraming(&req.Header, pairs); err != nil {
 		in.refused = err
 	}
+	proto := req.Header.Protocol()
+	if len(proto) != len("HTTP/1.1") || proto[5] != '1' {
+		// fasthttp serves "HTTP/2.0" (any HTTP/d.d) as HTTP/1.0; net/http
+		// answers 505.
+		in.refused = errHTTPVersion
+	}
+	in.lengthless = string(proto) == "HTTP/1.0" && !hasRawField(req.Header.RawHeaders(), "Content-Length")
 	in.rawQuery, in.host, in.remoteAddr = cut(nh+1), cut(nh+2), cut(nh+3)
 	in.method = methodString(req.Header.Method())
 	in.tls = c.IsTLS()
@@ -246,6 +257,71 @@ func hasRawField(raw []byte, name string) bool {
 }
 
 var errBadPath = fail(http.StatusBadRequest, metrics.OutcomeRejected, "malformed request path", nil)
+
+var errHTTPVersion = fail(http.StatusHTTPVersionNotSupported, metrics.OutcomeRejected, "unsupported HTTP version", nil)
+
+// splitTarget cuts a request target into its path and query as net/http
+// does: a request has no fragment, so a "#" is part of the path or the
+// query ("/p/x#/../../y" is the path "/p/x#/../../y", which resolves to
+// "/y"), where fasthttp cuts it off ("/p/x"). An absolute-form target
+// loses its scheme and authority.
+func splitTarget(raw []byte) (path, query []byte) {
+	if len(raw) > 0 && raw[0] != '/' {
+		if i := bytes.Index(raw, []byte("://")); i >= 0 {
+			raw = raw[i+3:]
+			j := bytes.IndexAny(raw, "/?")
+			if j < 0 {
+				return nil, nil
+			}
+			raw = raw[j:]
+		}
+	}
+	path, query, _ = bytes.Cut(raw, []byte("?"))
+	return path, query
+}
+
+// expectFast is the fasthttp front door's answer to "Expect:
+// 100-continue": 100 (fasthttp sends it, then reads the body) unless the
+// delivery is refused before its body is read (refusedUnread); then the
+// delivery is served here, without its body, and its status returned:
+// fasthttp writes that answer, with no 100 Continue before it, and closes
+// the connection, as net/http does.
+func (g *Gateway) expectFast(c *fasthttp.RequestCtx) int {
+	x := exchangePool.Get().(*fastExchange)
+	x.c = c
+	var in inbound
+	x.read(&in)
+	refused := g.refusedUnread(&in)
+	x.release()
+	if !refused {
+		return fasthttp.StatusContinue
+	}
+	g.ServeFastHTTP(c)
+	return c.Response.StatusCode()
+}
+
+// refusedUnread reports whether the steps refuse in before they read its
+// body, for reasons that the request alone decides: a malformed request,
+// a path refused or matched by no route (or not its method), a client
+// not in allow_ips, or a declared length over the route's max_body. (The
+// rate limit, which changes from one moment to the next, is left to the
+// steps.)
+func (g *Gateway) refusedUnread(in *inbound) bool {
+	if in.refused != nil || in.lengthless && in.method != http.MethodGet && in.method != http.MethodHead {
+		return true
+	}
+	t := g.tbl.Load()
+	path, err := cleanPath(in.path, in.rawPath)
+	if err != nil {
+		return true
+	}
+	rt, err := t.match(in, path)
+	if err != nil {
+		return true
+	}
+	return in.contentLength > int64(rt.MaxBody) ||
+		len(rt.AllowNets) > 0 && !allowed(rt.AllowNets, t.clientAddr(in))
+}
 
 // splitPath decodes a request URI's path as net/url does: path decoded,
 // rawPath the path as sent when that differs from path's default escaping.

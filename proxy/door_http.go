@@ -44,6 +44,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		vals[i/2] = v
 		h[name] = vals[i/2 : i/2+1 : i/2+1]
 	}
+	if d.se != nil && d.limited.R == nil && r.ContentLength != 0 && r.Header.Get("Expect") != "" {
+		// Refused before the body was read, and net/http sent no 100
+		// Continue (it does at the first read): a client that waits for
+		// one never sends the body. net/http would wait for it (up to
+		// 256 KiB, for the read timeout) after the answer, to keep the
+		// connection; a read deadline in the past ends that wait, and the
+		// connection closes after the answer, as on the fasthttp door.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+	}
 	// The answer gets its own write deadline, so a caller that stops
 	// reading cannot hold the handler (and the memory of the answer) for
 	// longer than the write timeout. net/http's HTTP/1 and HTTP/2 response
@@ -67,6 +76,7 @@ func httpInbound(r *http.Request) inbound {
 		header:        r.Header,
 		body:          r.Body,
 		contentLength: r.ContentLength,
+		lengthless:    r.ProtoMajor == 1 && r.ProtoMinor == 0 && r.Header["Content-Length"] == nil,
 		remoteAddr:    r.RemoteAddr,
 		tls:           r.TLS != nil,
 		ctx:           r.Context(),

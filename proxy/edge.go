@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 
 	"github.com/clawgate/clawgate/config"
@@ -18,51 +19,117 @@ import (
 // allow/deny and limit_req make. They run right after the route is
 // matched, before the body is read and before any signature work, so a
 // refused delivery costs no body read, no verification and no store round
-// trip, and nothing of it is stored or forwarded.
+// trip, and nothing of it is stored or forwarded. The rate limit's token
+// is taken later, once the signature verified (charge): requests that
+// fail their signature never spend the bucket of good deliveries.
 
 // msgRateLimited is the message of a 429; each answer gets its own
 // Retry-After.
 const msgRateLimited = "rate limit exceeded"
 
-// newLimiter returns the token bucket of a route's rate_limit, or nil when
-// the route has none. It lives as long as the loaded config: a reload
-// (SIGHUP) gives every limited route a new, full bucket.
-func newLimiter(rl config.RateLimit) *rate.Limiter {
+// limiter is a route's rate_limit: a token bucket per client, the least
+// recently seen forgotten past rate_limit.clients. It lives as long as
+// the loaded config: a reload (SIGHUP) starts every client again with a
+// full bucket.
+type limiter struct {
+	limit   rate.Limit
+	burst   int
+	buckets *lru.Cache[netip.Addr, *rate.Limiter]
+}
+
+// newLimiter returns the limiter of a route's rate_limit, or nil when the
+// route has none.
+func newLimiter(rl config.RateLimit) *limiter {
 	if !rl.Limited() {
 		return nil
 	}
-	return rate.NewLimiter(rate.Limit(rl.RPS), rl.Burst)
+	n := rl.Clients
+	if n <= 0 {
+		n = config.DefaultRateLimitClients
+	}
+	c, _ := lru.New[netip.Addr, *rate.Limiter](n) // n > 0: no error
+	return &limiter{limit: rate.Limit(rl.RPS), burst: rl.Burst, buckets: c}
+}
+
+// bucket returns client's bucket, a full one when the client is new (or
+// was forgotten). IPv6 clients share the bucket of their /64, the block
+// one subscriber gets; an address that could not be read (invalid) has
+// one bucket for all.
+func (l *limiter) bucket(client netip.Addr) *rate.Limiter {
+	if client.Is6() {
+		client = netip.PrefixFrom(client, 64).Masked().Addr()
+	}
+	if b, ok := l.buckets.Get(client); ok {
+		return b
+	}
+	b := rate.NewLimiter(l.limit, l.burst)
+	if prev, ok, _ := l.buckets.PeekOrAdd(client, b); ok {
+		return prev
+	}
+	return b
 }
 
 // admit applies the matched route's edge controls to d: 403 when the
 // client's address is not in allow_ips, then 429 with Retry-After when the
-// route is past its rate_limit. A delivery refused by allow_ips takes no
-// token from the rate limit. Both refusals are counted in
-// webhook_refused_total and logged with outcome rejected.
+// client's rate_limit bucket has no token left. Nothing is taken from the
+// bucket here: charge does, once the signature verified. A delivery
+// refused by allow_ips does not touch the rate limit. Both refusals are
+// counted in webhook_refused_total and logged with outcome rejected.
 func (g *Gateway) admit(d *delivery) error {
 	rt := d.rt
-	if len(rt.AllowNets) > 0 {
-		client := d.t.clientAddr(&d.in)
-		if !allowed(rt.AllowNets, client) {
-			rt.m.Refused(metrics.RefusedIPNotAllowed)
-			return fail(http.StatusForbidden, metrics.OutcomeRejected, "client address not allowed",
-				errors.New("client "+describeAddr(client)))
-		}
+	if len(rt.AllowNets) == 0 && rt.limiter == nil {
+		return nil
+	}
+	client := d.t.clientAddr(&d.in)
+	if len(rt.AllowNets) > 0 && !allowed(rt.AllowNets, client) {
+		rt.m.Refused(metrics.RefusedIPNotAllowed)
+		return fail(http.StatusForbidden, metrics.OutcomeRejected, "client address not allowed",
+			errors.New("client "+describeAddr(client)))
 	}
 	if rt.limiter == nil {
 		return nil
 	}
-	now := d.start
-	if g.now != nil {
-		now = g.now()
+	d.bucket = rt.limiter.bucket(client)
+	now := g.edgeNow(d)
+	if d.bucket.TokensAt(now) >= 1 {
+		return nil
 	}
-	if wait, ok := take(rt.limiter, now); !ok {
-		rt.m.Refused(metrics.RefusedRateLimited)
-		se := fail(http.StatusTooManyRequests, metrics.OutcomeRejected, msgRateLimited, nil)
-		se.retryAfter = retryAfterSeconds(wait)
-		return se
+	// Empty: how long until a token comes is what take tells.
+	wait, ok := take(d.bucket, now)
+	if ok {
+		return nil // a token came in between: charge takes one
+	}
+	return g.rateLimited(d, wait)
+}
+
+// charge takes the token of a delivery whose signature verified from its
+// client's bucket (set by admit; nil when the route has no rate_limit):
+// 429 when another delivery of the client took the last one meanwhile.
+func (g *Gateway) charge(d *delivery) error {
+	if d.bucket == nil {
+		return nil
+	}
+	if wait, ok := take(d.bucket, g.edgeNow(d)); !ok {
+		return g.rateLimited(d, wait)
 	}
 	return nil
+}
+
+// rateLimited is the 429 of a client past its route's rate_limit.
+func (g *Gateway) rateLimited(d *delivery, wait time.Duration) error {
+	d.rt.m.Refused(metrics.RefusedRateLimited)
+	se := fail(http.StatusTooManyRequests, metrics.OutcomeRejected, msgRateLimited, nil)
+	se.retryAfter = retryAfterSeconds(wait)
+	return se
+}
+
+// edgeNow is the time the rate limit is read at: the delivery's start,
+// or the injected clock.
+func (g *Gateway) edgeNow(d *delivery) time.Time {
+	if g.now != nil {
+		return g.now()
+	}
+	return d.start
 }
 
 // take takes one token from lim at now. When none is left it takes

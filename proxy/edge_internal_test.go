@@ -106,7 +106,7 @@ func TestRetryAfterSecondsIsWholeAndAtLeastOne(t *testing.T) {
 func TestAdmitAllocatesNothingForAnAdmittedDelivery(t *testing.T) {
 	rt := &route{
 		Route:   &config.Route{AllowNets: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
-		limiter: rate.NewLimiter(1e9, 1e9),
+		limiter: newLimiter(config.RateLimit{RPS: 1e9, Burst: 1e9, Clients: 10}),
 	}
 	r := &http.Request{RemoteAddr: "127.0.0.1:5000", Header: http.Header{}, URL: &url.URL{}}
 	r.Header.Set("X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.0.0.1")
@@ -116,6 +116,9 @@ func TestAdmitAllocatesNothingForAnAdmittedDelivery(t *testing.T) {
 	g := &Gateway{}
 	if n := testing.AllocsPerRun(100, func() {
 		if err := g.admit(d); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.charge(d); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {

@@ -286,7 +286,7 @@ routes:
 `
 
 // TestRateLimitIsPerRouteAndRestartsOnReload: each route has its own
-// bucket, shared by all its callers; a reload starts a new, full bucket.
+// buckets; a reload starts a new, full bucket.
 func TestRateLimitIsPerRouteAndRestartsOnReload(t *testing.T) {
 	doortest.ForEach(t, testRateLimitIsPerRouteAndRestartsOnReload)
 }
@@ -338,6 +338,69 @@ func testRefusalSeriesExistAtZero(t *testing.T) {
 	for _, want := range []string{"orders ip_not_allowed", "orders rate_limited", "refunds ip_not_allowed", "refunds rate_limited"} {
 		if !seen[want] {
 			t.Errorf("no webhook_refused_total series for %s (have %v)", want, seen)
+		}
+	}
+}
+
+// TestRateLimitIsNotSpentByRefusedSignatures: six unsigned requests spent
+// the route's bucket and the provider's correctly signed delivery got 429:
+// turning rate_limit on let anyone lock the provider out. A token is taken
+// only once the signature verified.
+func TestRateLimitIsNotSpentByRefusedSignatures(t *testing.T) {
+	doortest.ForEach(t, testRateLimitIsNotSpentByRefusedSignatures)
+}
+
+func testRateLimitIsNotSpentByRefusedSignatures(t *testing.T) {
+	h := newHarness(t, nil, withRouteYAML("    rate_limit: { rps: 1, burst: 2 }"))
+	h.useEdgeClock(newEdgeClock())
+	unsigned := func(r *http.Request) { r.Header.Del("X-Signature") }
+	for i := 0; i < 6; i++ {
+		if r := h.post(t, "/webhook/order", edgeKey(), event, unsigned); r.status != http.StatusUnauthorized {
+			t.Fatalf("unsigned request %d: %d, want 401", i+1, r.status)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if r := h.post(t, "/webhook/order", edgeKey(), event); r.status != 200 {
+			t.Fatalf("signed delivery %d after six unsigned requests: %d %s, want 200", i+1, r.status, r.body)
+		}
+	}
+	// The good deliveries spent the bucket: the next is limited, signed or not.
+	if r := h.post(t, "/webhook/order", edgeKey(), event); r.status != http.StatusTooManyRequests {
+		t.Fatalf("past the burst: %d, want 429", r.status)
+	}
+	if r := h.post(t, "/webhook/order", edgeKey(), event, unsigned); r.status != http.StatusTooManyRequests {
+		t.Fatalf("unsigned past the burst: %d, want 429 before any signature work", r.status)
+	}
+	if v := h.metric("webhook_signature_failures_total", nil); v != 6 {
+		t.Fatalf("signature failures %v, want 6", v)
+	}
+}
+
+// TestRateLimitIsPerClient: each client (after trusted_proxies; an IPv6
+// client by its /64) has its own bucket, and the route keeps at most
+// rate_limit.clients of them, forgetting the least recently seen.
+func TestRateLimitIsPerClient(t *testing.T) { doortest.ForEach(t, testRateLimitIsPerClient) }
+
+func testRateLimitIsPerClient(t *testing.T) {
+	h := newHarness(t, nil, withConfig("trusted_proxies: [127.0.0.1]\n"+baseConfig),
+		withRouteYAML("    rate_limit: { rps: 1, burst: 1, clients: 3 }"))
+	h.useEdgeClock(newEdgeClock())
+	for _, c := range []struct {
+		client string
+		want   int
+	}{
+		{"198.51.100.1", 200},
+		{"198.51.100.1", 429},
+		{"198.51.100.2", 200}, // another client: its own bucket
+		{"2001:db8::1", 200},
+		{"2001:db8::2", 429},     // the same /64
+		{"198.51.100.1", 429},    // still empty; seen last now
+		{"2001:db8:0:1::1", 200}, // a fourth client: 198.51.100.2, seen least recently, is forgotten
+		{"198.51.100.2", 200},    // forgotten: a full bucket again
+		{"198.51.100.1", 429},    // kept
+	} {
+		if r := h.post(t, "/webhook/order", edgeKey(), event, edgeXFF(c.client)); r.status != c.want {
+			t.Fatalf("client %s: %d, want %d", c.client, r.status, c.want)
 		}
 	}
 }

@@ -30,6 +30,10 @@ type inbound struct {
 	// name, value pairs in the order they came in (header's values alias
 	// them); nil otherwise.
 	pairs []string
+	// lengthless is an HTTP/1.0 request without a Content-Length: its
+	// body, if it has one, cannot be framed (a Transfer-Encoding there
+	// means faulty framing, and net/http drops the field unseen).
+	lengthless bool
 	// body reads the request body; contentLength is its declared length,
 	// -1 when unknown (chunked).
 	body          io.Reader

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -8,8 +9,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-
-	"golang.org/x/time/rate"
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
@@ -25,11 +24,73 @@ type route struct {
 	allow    string // Allow header for 405
 	// digester is set on routes with a replay guard (guard.go).
 	digester verify.SignedDigester
-	// limiter is the route's rate_limit, shared by all its callers; nil
-	// when the route has none (edge.go).
-	limiter *rate.Limiter
+	// limiter is the route's rate_limit, a bucket per client; nil when
+	// the route has none (edge.go).
+	limiter *limiter
 	// trace is what the route's spans carry (trace.go).
 	trace routeTrace
+	// signed is the request target the route's signature covers, on a
+	// route whose signature covers the URL (public_url); nil otherwise.
+	signed *signedTarget
+}
+
+// signedTarget is the path and query of a route's public_url, which a
+// URL-signed provider's signature covers: a delivery must come with the
+// same, or the signature does not cover what the upstream would receive.
+type signedTarget struct {
+	path, query string
+	// decode applies the provider's own decoding to a query before the
+	// comparison (HubSpot's), or is nil: the query must be the same bytes.
+	decode func(string) string
+}
+
+// newSignedTarget returns the signed target of a route whose signature
+// covers public_url, or nil.
+func newSignedTarget(rc *config.Route) *signedTarget {
+	if rc.PublicURL == "" || !verify.UsesURL(rc.Verify) {
+		return nil
+	}
+	u, err := url.Parse(rc.PublicURL)
+	if err != nil {
+		return nil // config checked it
+	}
+	st := &signedTarget{path: u.Path, query: u.RawQuery}
+	if st.path == "" {
+		st.path = "/"
+	}
+	if rc.Provider == "hubspot" {
+		st.decode = hubspotDecode
+		st.query = hubspotDecode(st.query)
+	}
+	return st
+}
+
+var errTargetNotSigned = fmt.Errorf("%w: the request's path or query is not public_url's, which the signature covers", verify.ErrMismatch)
+
+// check returns errTargetNotSigned unless path (dot segments resolved)
+// and rawQuery are public_url's.
+func (st *signedTarget) check(path, rawQuery string) error {
+	if st.decode != nil {
+		rawQuery = st.decode(rawQuery)
+	}
+	if path != st.path || rawQuery != st.query {
+		return errTargetNotSigned
+	}
+	return nil
+}
+
+// hubspotDecoder is the decoding HubSpot applies to the URL it signs
+// (signature v3): these escapes, in either case, read as the character.
+var hubspotDecoder = strings.NewReplacer(
+	"%3A", ":", "%3a", ":", "%2F", "/", "%2f", "/", "%3F", "?", "%3f", "?", "%40", "@", "%21", "!",
+	"%24", "$", "%27", "'", "%28", "(", "%29", ")", "%2A", "*", "%2a", "*", "%2C", ",", "%2c", ",",
+	"%3B", ";", "%3b", ";")
+
+func hubspotDecode(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	return hubspotDecoder.Replace(s)
 }
 
 // table is one loaded config's routes, swapped whole on reload.
@@ -61,6 +122,7 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 			rt.digester, _ = rc.Verifier.(verify.SignedDigester)
 		}
 		rt.limiter = newLimiter(rc.RateLimit)
+		rt.signed = newSignedTarget(rc)
 		if t.minBody == 0 || int(rc.MaxBody) < t.minBody {
 			t.minBody = max(1, int(rc.MaxBody))
 		}
@@ -178,8 +240,9 @@ func (rt *route) upstreamURI(in *inbound, path string) string {
 }
 
 var (
-	errPathEscapes = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path climbs above the root", nil)
-	errPathEncoded = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path has an encoded slash, backslash or NUL", nil)
+	errPathEscapes   = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path climbs above the root", nil)
+	errPathEncoded   = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path has an encoded slash, backslash or NUL", nil)
+	errPathDotParams = fail(http.StatusBadRequest, metrics.OutcomeRejected, "path has a dot segment with parameters", nil)
 )
 
 // cleanPath returns the request's path with "." and ".." segments resolved
@@ -189,9 +252,16 @@ var (
 // "/hooks/a/" sent on to that route's upstream. A path that climbs above
 // the root, or that hides a separator in an escape (%2F, %5C, a backslash
 // or NUL), is refused with 400: upstreams disagree on what those mean.
+// So is a segment that is "." or ".." before a ";" ("/h/..;/admin",
+// "/h/%2e%2e;/admin", "/h/..%3bx/admin"): the gateway reads it as an
+// ordinary name, Tomcat, Jetty and Spring drop the parameters and read
+// "..", which would climb out of the route's path on the upstream.
 func cleanPath(p, raw string) (string, error) {
 	if strings.ContainsAny(p, "\\\x00") {
 		return "", errPathEncoded
+	}
+	if hasDotParams(p) {
+		return "", errPathDotParams
 	}
 	if raw != "" {
 		for i := strings.IndexByte(raw, '%'); i >= 0 && i+2 < len(raw); {
@@ -235,6 +305,26 @@ func cleanPath(p, raw string) (string, error) {
 		clean = "/" + clean
 	}
 	return clean, nil
+}
+
+// hasDotParams reports a segment of p that is "." or ".." followed by a
+// ";" and anything (path parameters).
+func hasDotParams(p string) bool {
+	for i := strings.IndexByte(p, ';'); i >= 0; {
+		seg := p[:i]
+		if j := strings.LastIndexByte(seg, '/'); j >= 0 {
+			seg = seg[j+1:]
+		}
+		if seg == "." || seg == ".." {
+			return true
+		}
+		j := strings.IndexByte(p[i+1:], ';')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 // hasDotSegment reports a "." or ".." segment in p.

@@ -128,10 +128,28 @@ func (f *fastUpstream) Forward(ctx context.Context, r *Request, attempt int64, t
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, fasthttp.ErrTimeout) {
-			return nil, ErrUpstreamTimeout
+		// A deadline that passes while the answer is still arriving (an
+		// upstream that dribbles its body) is a read timeout, not
+		// fasthttp's ErrTimeout: a timeout all the same.
+		var ne net.Error
+		if errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &ne) && ne.Timeout() || !time.Now().Before(deadline) {
+			return nil, errors.Join(ErrUpstreamTimeout, err)
 		}
 		return nil, errors.Join(ErrUpstreamUnreachable, err)
 	}
+	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
+		// The gateway never asks for an upgrade (Upgrade and Connection
+		// are hop-by-hop, never forwarded): a 101 is a broken answer. It
+		// is never relayed, since a proxy in front that trusts it would
+		// tunnel whatever follows; and the connection it came on speaks
+		// another protocol now, so the idle ones are closed rather than
+		// reused (fasthttp pooled it already).
+		fasthttp.ReleaseResponse(resp)
+		f.hc.CloseIdleConnections()
+		return nil, errors.Join(ErrUpstreamUnreachable, errSwitchedProtocols)
+	}
 	return fastAnswer{resp}, nil
 }
+
+// errSwitchedProtocols: the upstream answered 101 Switching Protocols.
+var errSwitchedProtocols = errors.New("upstream answered 101 Switching Protocols to a request that asked for no upgrade")

@@ -80,6 +80,21 @@ func framingRoute(upstream string) string {
 `, upstream, framingMaxBody)
 }
 
+// framingUnkeyedRoute is a route like framingRoute that needs no key: a
+// request without a body is forwarded there, where framingRoute refuses
+// it for its missing key. Probes named "unkeyed-..." go to it.
+func framingUnkeyedRoute(upstream string) string {
+	return fmt.Sprintf(`
+  - name: framing-unkeyed
+    match: { path_prefix: /framing/unkeyed- }
+    upstream: %s
+    timeout: 5s
+    max_body: %d
+    idempotency: { required: false }
+    verify: { scheme: none }
+`, upstream, framingMaxBody)
+}
+
 // framingSmallBody is the max_body of framingSmallRoute: less than any
 // probe's body.
 const framingSmallBody = 16
@@ -125,6 +140,11 @@ type framingProbe struct {
 	// forwarded are the bodies the upstream receives, one request each, in
 	// order; none: nothing reaches the upstream.
 	forwarded []string
+
+	// noInterim: no 1xx answer may come before the answers (a 100
+	// Continue would make the client send the body of a request already
+	// refused).
+	noInterim bool
 
 	// also are other answers as safe as the one above, which a front
 	// door may give instead: a stricter reject (400 where net/http
@@ -675,6 +695,58 @@ var framingProbes = []framingProbe{
 		answers: []int{417}, closed: true,
 	},
 
+	// Both front doors read these the same way (regressions: fasthttp and
+	// net/http answered each differently).
+	{
+		// A declared length over max_body with Expect: 100-continue: 413
+		// at once, without a 100 Continue first (which would have the
+		// client send the body), the connection closed (the body may
+		// follow). fasthttp sent 100 Continue, then 413.
+		name:    "expect-over-max-body",
+		raw:     []byte(freq("expect-over-max-body", fmt.Sprintf("Expect: 100-continue\r\nContent-Length: %d\r\n", framingMaxBody+1), "")),
+		answers: []int{413}, closed: true, noInterim: true,
+	},
+	{
+		// A request has no fragment: "#" is part of the path, here
+		// "/framing/fragment-dots#/../../secret", which resolves to
+		// "/secret": no route, 404. fasthttp cut it off as a fragment and
+		// forwarded the request to /framing/fragment-dots.
+		name: "fragment-dots",
+		raw: []byte(fmt.Sprintf("POST /framing/fragment-dots#/../../secret HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n%s",
+			len(fid("fragment-dots")), fid("fragment-dots"))),
+		answers: []int{404},
+	},
+	{
+		// HTTP/2.0 in an HTTP/1 request line: 505, closed. fasthttp served
+		// it as HTTP/1.0.
+		name: "http2-version",
+		raw: []byte(fmt.Sprintf("POST /framing/http2-version HTTP/2.0\r\nHost: gw\r\nContent-Length: %d\r\n\r\n%s",
+			len(fid("http2-version")), fid("http2-version")) + fsmuggled("http2-version")),
+		answers: []int{505}, closed: true,
+	},
+	{
+		// HTTP/1.0 with Transfer-Encoding and no Content-Length, on a route
+		// that needs no key: net/http drops the field unseen and forwarded
+		// the request with an empty body; fasthttp refuses it (400).
+		name: "unkeyed-http10-te",
+		raw: []byte("POST /framing/unkeyed-http10-te HTTP/1.0\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fchunks(fid("unkeyed-http10-te"))),
+		answers: []int{400}, closed: true,
+	},
+	{
+		// HTTP/1.0 POST without Content-Length: no framing for a body.
+		name:    "unkeyed-http10-no-length",
+		raw:     []byte("POST /framing/unkeyed-http10-no-length HTTP/1.0\r\nHost: gw\r\n\r\n"),
+		answers: []int{400}, closed: true,
+	},
+	{
+		// "OPTIONS *": the gateway's JSON 404 (no route), not net/http's
+		// own empty 200.
+		name:    "options-star",
+		raw:     []byte("OPTIONS * HTTP/1.1\r\nHost: gw\r\n\r\n"),
+		answers: []int{404},
+	},
+
 	// Slowloris: a head that never ends is cut by ReadHeaderTimeout
 	// without an answer; a body that never ends by ReadTimeout, with 408.
 	{
@@ -807,7 +879,8 @@ func startFramingGateway(tb testing.TB, upstream string, log io.Writer, extra st
 	tb.Helper()
 	// admin.listen defaults to a fixed port: a free one, so that
 	// instances (fuzz workers) do not collide.
-	y := "listen: \"127.0.0.1:0\"\nadmin: { listen: \"127.0.0.1:0\" }\n" + extra + "routes:" + framingRoute(upstream)
+	y := "listen: \"127.0.0.1:0\"\nadmin: { listen: \"127.0.0.1:0\" }\n" + extra + "routes:" + framingRoute(upstream) +
+		strings.TrimPrefix(framingUnkeyedRoute(upstream), "\n")
 	if streamed {
 		y += strings.TrimPrefix(framingSmallRoute(upstream), "\n")
 	}
@@ -834,6 +907,7 @@ type framingAnswer struct {
 
 // framingResult is what a front door did with a probe's bytes.
 type framingResult struct {
+	interims []int // 1xx statuses, before or between the answers
 	answers  []framingAnswer
 	sentinel bool  // the sentinel was answered after the answers
 	closed   bool  // the connection ended after the answers
@@ -924,6 +998,7 @@ func sendProbe(conn net.Conn, p framingProbe) framingResult {
 		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode/100 == 1 {
+			res.interims = append(res.interims, resp.StatusCode)
 			continue // 100 Continue
 		}
 		if resp.Header.Get("X-Request-Id") == framingSentinelID {
@@ -1001,6 +1076,9 @@ func checkProbe(t *testing.T, p framingProbe, got framingResult, reqs []upstream
 // when they match one of its outcomes, else how they differ from the
 // first (net/http's).
 func probeProblems(p framingProbe, got framingResult, reqs []upstreamRequest) []string {
+	if p.noInterim && len(got.interims) > 0 {
+		return []string{fmt.Sprintf("interim answers %v came before the answers; want none", got.interims)}
+	}
 	var first []string
 	for i, o := range p.outcomes() {
 		problems := outcomeProblems(p.path(), o, got, reqs)

@@ -70,6 +70,12 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if pu, err := url.Parse(route.PublicURL); route.PublicURL != "" && err == nil && verify.UsesURL(route.Verify) {
+		// The signature covers public_url, and the gateway refuses a
+		// request sent to another path or query: deliver to public_url's,
+		// on -url's host, as the provider does through a load balancer.
+		u.Path, u.RawPath, u.RawQuery = pu.Path, pu.RawPath, pu.RawQuery
+	}
 	ev := newSimEvent(route)
 	client := &http.Client{Timeout: route.Timeout + 5*time.Second}
 	kind := route.Verify.Scheme
