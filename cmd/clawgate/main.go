@@ -105,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "serve":
-		return cmdServe(args, stderr)
+		return cmdServe(args, stdout, stderr)
 	case "check":
 		return cmdCheck(args, stdout, stderr)
 	case "demo":
@@ -117,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "dlq":
 		return cmdDLQ(args, stdout, stderr)
 	case "echo":
-		return cmdEcho(args, stderr)
+		return cmdEcho(args, stdout, stderr)
 	case "health":
 		return cmdHealth(args, stdout, stderr)
 	case "version":

@@ -18,8 +18,8 @@ import (
 )
 
 // cmdServe runs the gateway until SIGTERM or SIGINT; SIGHUP reloads the config.
-func cmdServe(args []string, stderr io.Writer) int {
-	fs := newFlags("serve", stderr)
+func cmdServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", stdout, stderr)
 	path := configFlag(fs)
 	grace := fs.Duration("grace", 25*time.Second, "how long requests in flight may take to finish at shutdown")
 	var level slog.Level

@@ -23,7 +23,7 @@ import (
 // It exits 0 when exactly one delivery was forwarded and the others were
 // replayed or refused as in flight: the protection works.
 func cmdSimulate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("simulate", stderr)
+	fs := newFlags("simulate", stdout, stderr)
 	target := fs.String("url", "", "gateway `URL` to deliver to, e.g. http://127.0.0.1:8080/webhook/order (required)")
 	routeName := fs.String("route", "", "route `name` whose verify and idempotency blocks to follow (default: the first, or the first of -provider)")
 	provider := fs.String("provider", "", "send an event of provider `NAME` (zoom, stripe, ...), signed as it signs, to the route with that provider")
