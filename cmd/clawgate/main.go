@@ -41,7 +41,10 @@ var commands = []command{
 	{"simulate", "-url URL [flags]", "send one signed event several times to a running gateway",
 		"Sign one event exactly as a route of the config expects, deliver it several\n" +
 			"times and print what each delivery got. Exits 0 when exactly one was\n" +
-			"forwarded and the others were replayed or answered as in flight. A route\n" +
+			"forwarded and the others were replayed or answered as in flight. On a\n" +
+			"delivery: queue route the one copy is queued (202), and simulate follows its\n" +
+			"key over the admin API (-admin) until it is finished (exit 0) or\n" +
+			"dead_lettered (exit 1), for at most -wait. A route\n" +
 			"with a provider (or -provider NAME) gets that provider's kind of event,\n" +
 			"signed as the provider signs it, before the provider is wired."},
 	{"keys", "get|reset [flags] ROUTE KEY", "show or reset an idempotency key over the admin API",
