@@ -93,6 +93,10 @@ func (c *dlqClient) call(ctx context.Context, method, path string, query url.Val
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Clawgate-Admin", "1")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

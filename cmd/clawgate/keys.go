@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -93,9 +92,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "clawgate keys: %v\n", err)
 		return 1
 	}
-	if tok := os.Getenv("CLAWGATE_ADMIN_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
+	setAdminHeaders(req)
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "clawgate keys: cannot reach the admin API at %s: %v\n", base.Redacted(), err)

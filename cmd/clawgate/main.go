@@ -2,7 +2,7 @@
 // delivery's signature, forwards exactly one copy of each event to the
 // service behind it, and answers retries and duplicates itself.
 //
-// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|version] [flags]
+// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|reload|version] [flags]
 package main
 
 import (
@@ -61,6 +61,11 @@ var commands = []command{
 		"Answer every request 200 with a small JSON body, and log each one with its\n" +
 			"idempotency key, attempt and request id."},
 	{"health", "[flags]", "probe the admin listener's /readyz (or /healthz) as a container health check", "GET the admin listener's /readyz (or /healthz with -live) once and print one line.\nExits 0 on 200, 1 otherwise: a Docker HEALTHCHECK or Kubernetes exec probe for\nimages without curl or a shell (distroless)."},
+	{"reload", "[flags]", "reload a running gateway's config over the admin API, like nginx -s reload",
+		"POST the admin API's /admin/reload: the gateway reloads its config file as on\n" +
+			"SIGHUP. Prints the result; exits 1 when the new config is refused (each\n" +
+			"problem printed, the running config kept). The admin token is read from\n" +
+			"$CLAWGATE_ADMIN_TOKEN."},
 	{"version", "", "print the version, commit and Go version",
 		"Print the version, commit and Go version this binary was built with."},
 }
@@ -123,6 +128,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdEcho(args, stdout, stderr)
 	case "health":
 		return cmdHealth(args, stdout, stderr)
+	case "reload":
+		return cmdReload(args, stdout, stderr)
 	case "version":
 		return cmdVersion(args, stdout, stderr)
 	}

@@ -183,9 +183,7 @@ func followQueued(stdout, stderr io.Writer, base *url.URL, route, key, id string
 			fmt.Fprintf(stderr, "clawgate simulate: %v\n", err)
 			return 1
 		}
-		if tok := os.Getenv("CLAWGATE_ADMIN_TOKEN"); tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
+		setAdminHeaders(req)
 		resp, err := client.Do(req)
 		if err != nil {
 			fmt.Fprintf(stderr, "clawgate simulate: cannot reach the admin API at %s to follow the event (set -admin): %v\n", base.Redacted(), err)

@@ -134,3 +134,58 @@ func TestSimulateSaysTheUpstreamIsUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// clawgate reload POSTs /admin/reload: exit 0 when reloaded; exit 1 with
+// each problem, file and line, when the new config is refused (the
+// running one is kept and still serves).
+func TestReloadCommand(t *testing.T) {
+	t.Setenv("CLAWGATE_ADMIN_TOKEN", "")
+	gw, adm, cfgPath := startSimGateway(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	if code, out, errOut := runCmd(t, "reload", "-admin", adm); code != 0 || out != "config reloaded ("+adm+")\n" || errOut != "" {
+		t.Fatalf("reload: exit %d %q %q", code, out, errOut)
+	}
+	if err := os.WriteFile(cfgPath, []byte("routes:\n  - name: x\n    bogus: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "reload", "-admin", adm)
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "clawgate reload: the new config was refused; the gateway keeps running the old one:\n  "+cfgPath+":3: ") {
+		t.Fatalf("broken config: exit %d %q %q", code, out, errOut)
+	}
+	// The old config still serves.
+	resp, err := http.Post(gw+"/webhook/order", "application/json", strings.NewReader(`{"id":"evt_after_reload"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after a refused reload: %d", resp.StatusCode)
+	}
+	if code, _, errOut := runCmd(t, "reload", "-admin", "http://"+closedAddr(t)); code != 1 || !strings.Contains(errOut, "cannot reach the admin API") {
+		t.Fatalf("unreachable admin: exit %d %q", code, errOut)
+	}
+	if code, _, _ := runCmd(t, "reload", "-admin", "ftp://x"); code != 2 {
+		t.Fatalf("bad -admin: exit %d", code)
+	}
+}
+
+// Every state-changing admin request of the CLI carries the token,
+// Content-Type: application/json and X-Clawgate-Admin: 1 (a browser
+// cannot send those across origins without a preflight).
+func TestReloadSendsTheAdminHeaders(t *testing.T) {
+	t.Setenv("CLAWGATE_ADMIN_TOKEN", "reload-token")
+	var got http.Header
+	var method, path string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, method, path = r.Header.Clone(), r.Method, r.URL.Path
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"reloaded"}`))
+	}))
+	defer srv.Close()
+	if code, _, errOut := runCmd(t, "reload", "-admin", srv.URL); code != 0 {
+		t.Fatalf("exit %d %q", code, errOut)
+	}
+	if method != http.MethodPost || path != "/admin/reload" || got.Get("Authorization") != "Bearer reload-token" ||
+		got.Get("Content-Type") != "application/json" || got.Get("X-Clawgate-Admin") != "1" {
+		t.Fatalf("%s %s %v", method, path, got)
+	}
+}
