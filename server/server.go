@@ -67,6 +67,8 @@ type Server struct {
 
 	// reloadMu serialises reloads (SIGHUP and POST /admin/reload).
 	reloadMu sync.Mutex
+	// listen is Options.Listen: the listen address that overrides the file's.
+	listen string
 	// cert is the delivery listener's TLS certificate (nil without TLS),
 	// read at every handshake and replaced by Reload.
 	cert atomic.Pointer[tls.Certificate]
@@ -81,6 +83,9 @@ type Options struct {
 	// Version is logged at start-up and exported as
 	// clawgate_build_info{version}.
 	Version string
+	// Listen, when set, replaces the config's listen address, at start and
+	// at every reload (serve -listen). Empty: the config's.
+	Listen string
 }
 
 // resetBus is a store that carries an operator's key reset to every
@@ -100,6 +105,11 @@ type durabilityWatcher interface {
 // before anything is served), starts the background work and serves.
 func Start(cfg *config.Config, o Options) (*Server, error) {
 	log, reg := o.Logger, o.Registry
+	if o.Listen != "" {
+		c := *cfg
+		c.Listen = o.Listen
+		cfg = &c
+	}
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
@@ -157,7 +167,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
+	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG, listen: o.Listen}
 	in.cert.Store(cert)
 	in.tracer = tp
 	// With Redis, an operator's key reset reaches every instance's window,
@@ -270,6 +280,9 @@ func (in *Server) Reload(path string) error {
 		in.log.Warn(w)
 	}
 	started := in.cfg
+	if in.listen != "" {
+		cfg.Listen = in.listen
+	}
 	for _, field := range config.RestartFields(started, cfg) {
 		in.log.Warn("config reload: " + field + " changed; it takes effect at the next restart")
 	}
