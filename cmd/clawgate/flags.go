@@ -37,6 +37,7 @@ func (o *flagOutput) Write(p []byte) (int, error) {
 
 // printHelp writes a command's usage to stdout: the answer to its -h.
 func printHelp(fs *flag.FlagSet) {
+	capture(fs)
 	o, ok := fs.Output().(*flagOutput)
 	if !ok {
 		fs.Usage()
@@ -109,6 +110,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int) int {
 	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			capture(fs)
 			return 0
 		}
 		return 2

@@ -2,7 +2,7 @@
 // delivery's signature, forwards exactly one copy of each event to the
 // service behind it, and answers retries and duplicates itself.
 //
-// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|reload|version] [flags]
+// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|reload|completion|man|version] [flags]
 package main
 
 import (
@@ -66,6 +66,13 @@ var commands = []command{
 			"SIGHUP. Prints the result; exits 1 when the new config is refused (each\n" +
 			"problem printed, the running config kept). The admin token is read from\n" +
 			"$CLAWGATE_ADMIN_TOKEN."},
+	{"completion", "bash|zsh|fish", "print the shell completion script of bash, zsh or fish",
+		"Print a completion script for the shell, generated from the commands and their\n" +
+			"flags. bash: source <(clawgate completion bash); zsh: source <(clawgate\n" +
+			"completion zsh); fish: clawgate completion fish | source."},
+	{"man", "[flags]", "print the clawgate(1) manual page (roff)",
+		"Print the manual page, generated from the commands and their flags, as roff:\n" +
+			"clawgate man | man -l -   (or save it as clawgate.1 in a man1 directory)."},
 	{"version", "", "print the version, commit and Go version",
 		"Print the version, commit and Go version this binary was built with."},
 }
@@ -128,6 +135,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdEcho(args, stdout, stderr)
 	case "health":
 		return cmdHealth(args, stdout, stderr)
+	case "completion":
+		return cmdCompletion(args, stdout, stderr)
+	case "man":
+		return cmdMan(args, stdout, stderr)
 	case "reload":
 		return cmdReload(args, stdout, stderr)
 	case "version":
