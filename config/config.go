@@ -56,6 +56,9 @@ type Config struct {
 	Alerts Alerts `yaml:"alerts"`
 	// Tracing exports a span per delivery over OTLP. Off by default.
 	Tracing Tracing `yaml:"tracing"`
+	// Log says where log lines go besides stderr. Zero value: every line,
+	// access lines included, goes to stderr.
+	Log Log `yaml:"log"`
 	// Routes: at least one. Matched like Nginx locations: an exact path
 	// first, then the longest path_prefix (see proxy/route.go).
 	Routes []Route `yaml:"routes"`

@@ -34,6 +34,7 @@ func (b *builder) build() {
 	b.checkDedupe()
 	b.checkAlerts()
 	b.checkTracing()
+	b.checkLog()
 	b.checkRoutes()
 	b.checkQueueRoutes()
 }

@@ -69,6 +69,7 @@ func httpInbound(r *http.Request) inbound {
 		contentLength: r.ContentLength,
 		remoteAddr:    r.RemoteAddr,
 		tls:           r.TLS != nil,
+		proto:         r.Proto,
 		ctx:           r.Context(),
 	}
 }

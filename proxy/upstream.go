@@ -51,14 +51,7 @@ var _ Upstream = (*fastUpstream)(nil)
 
 // NewFastUpstream returns the default Upstream for an http(s) base URL.
 func NewFastUpstream(u *url.URL) Upstream {
-	addr := u.Host
-	if u.Port() == "" {
-		if u.Scheme == "https" {
-			addr = net.JoinHostPort(u.Hostname(), "443")
-		} else {
-			addr = net.JoinHostPort(u.Hostname(), "80")
-		}
-	}
+	addr := hostPort(u)
 	return &fastUpstream{
 		host: u.Host,
 		hc: &fasthttp.HostClient{
@@ -134,4 +127,16 @@ func (f *fastUpstream) Forward(ctx context.Context, r *Request, attempt int64, t
 		return nil, errors.Join(ErrUpstreamUnreachable, err)
 	}
 	return fastAnswer{resp}, nil
+}
+
+// hostPort is an http(s) URL's host:port, with the scheme's default port
+// when the URL has none.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
 }

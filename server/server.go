@@ -69,6 +69,8 @@ type Server struct {
 	reloadMu sync.Mutex
 	// listen is Options.Listen: the listen address that overrides the file's.
 	listen string
+	// access is log.access_file; nil when access lines go to the log.
+	access *accessLog
 	// cert is the delivery listener's TLS certificate (nil without TLS),
 	// read at every handshake and replaced by Reload.
 	cert atomic.Pointer[tls.Certificate]
@@ -113,6 +115,16 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
+	access, err := openAccessLog(cfg)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			access.close()
+		}
+	}()
 	m := metrics.New(reg)
 	m.SetBuildInfo(o.Version)
 	var cert *tls.Certificate
@@ -157,7 +169,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		Backend: qb, Metrics: m, Log: log, ReplayRate: cfg.Queue.ReplayRate,
 		OnDead: al.DeadLettered, OnDrained: al.DLQDrained,
 	})
-	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer(), Queue: qm})
+	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm})
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
 		qm.Close(0)
@@ -167,7 +179,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG, listen: o.Listen}
+	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG, listen: o.Listen, access: access}
 	in.cert.Store(cert)
 	in.tracer = tp
 	// With Redis, an operator's key reset reaches every instance's window,
@@ -239,6 +251,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	}()
 	log.Info("clawgate listening", "addr", in.addr.String(), "server", string(cfg.Server), "admin", cfg.Admin.Listen,
 		"store", cfg.Store.Backend, "routes", len(cfg.Routes), "version", o.Version)
+	started = true
 	return in, nil
 }
 
@@ -275,6 +288,11 @@ func (in *Server) Reload(path string) error {
 			in.log.Error("config reload failed: the TLS certificate does not load; keeping the running config and certificate", "error", err.Error())
 			return fmt.Errorf("tls: %w", err)
 		}
+	}
+	if err := in.access.reopen(cfg.Log.AccessFile, in.log); err != nil {
+		in.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		in.log.Error("config reload failed: log.access_file does not open; keeping the running config and access log", "error", err.Error())
+		return err
 	}
 	for _, w := range cfg.Warnings {
 		in.log.Warn(w)
@@ -375,6 +393,7 @@ func (in *Server) Shutdown(grace time.Duration) {
 		in.log.Warn("tracing: spans still queued at shutdown were not exported", "error", err.Error())
 	}
 	in.store.Close()
+	in.access.close()
 }
 
 func deadline(ctx context.Context) time.Time {
