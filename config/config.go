@@ -81,10 +81,15 @@ type Config struct {
 	Warnings []string `yaml:"-"`
 }
 
-// TLS files, relative to the config's directory. Both empty: plain HTTP.
+// TLS files, relative to the config's directory. Both empty, and acme
+// off: plain HTTP.
 type TLS struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
+	// ACME obtains and renews the delivery listener's certificate from an
+	// ACME CA (Let's Encrypt by default) instead of cert_file and key_file,
+	// which must then be empty. Zero value (no domains): off.
+	ACME ACME `yaml:"acme"`
 }
 
 // Admin is the admin listener.
