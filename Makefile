@@ -44,6 +44,7 @@ run: build
 
 test-deps:
 	@scripts/ensure-pkg.sh redis-server redis-server redis-cli redis-tools promtool prometheus
+	@GO=$(GO) scripts/ensure-pebble.sh
 
 ## test: everything, against a real redis-server the tests start themselves,
 ## the short fault soak (TestSoakShort) and the SPIN model of the key protocol.

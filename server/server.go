@@ -71,6 +71,8 @@ type Server struct {
 	listen string
 	// access is log.access_file; nil when access lines go to the log.
 	access *accessLog
+	// acme is tls.acme; nil when it is off.
+	acme *acmeRunner
 	// cert is the delivery listener's TLS certificate (nil without TLS),
 	// read at every handshake and replaced by Reload.
 	cert atomic.Pointer[tls.Certificate]
@@ -120,11 +122,16 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	started := false
+	var acmeRun *acmeRunner
 	defer func() {
 		if !started {
 			access.close()
+			acmeRun.close()
 		}
 	}()
+	if acmeRun, err = startACME(cfg, log); err != nil {
+		return nil, err
+	}
 	m := metrics.New(reg)
 	m.SetBuildInfo(o.Version)
 	var cert *tls.Certificate
@@ -179,7 +186,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG, listen: o.Listen, access: access}
+	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG, listen: o.Listen, access: access, acme: acmeRun}
 	in.cert.Store(cert)
 	in.tracer = tp
 	// With Redis, an operator's key reset reaches every instance's window,
@@ -197,6 +204,9 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		// The certificate is read at each handshake, so that Reload can
 		// replace it (cert-manager rotates the files) without a restart.
 		tlsConfig = &tls.Config{GetCertificate: in.certificate}
+	}
+	if acmeRun != nil {
+		tlsConfig = acmeRun.tlsConfig()
 	}
 	in.door = proxy.NewDoor(cfg.Server, gw, proxy.DefaultLimits, tlsConfig, log)
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -394,6 +404,7 @@ func (in *Server) Shutdown(grace time.Duration) {
 	}
 	in.store.Close()
 	in.access.close()
+	in.acme.close()
 }
 
 func deadline(ctx context.Context) time.Time {
