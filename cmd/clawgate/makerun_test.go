@@ -60,8 +60,15 @@ func TestMakeRunStopsServeAndEchoOnSignals(t *testing.T) {
 			go func() { done <- cmd.Wait() }()
 			pgid := cmd.Process.Pid
 			t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
-			waitLog(t, &out, `"msg":"clawgate listening","addr":"`+listen+`"`)
-			waitLog(t, &out, `"msg":"echo listening"`)
+			// make builds the binary first: up to 2 minutes on a busy machine.
+			for _, want := range []string{`"msg":"clawgate listening","addr":"` + listen + `"`, `"msg":"echo listening"`} {
+				for i := 0; !strings.Contains(out.String(), want); i++ {
+					if i == 1200 {
+						t.Fatalf("make run never logged %s:\n%s", want, out.String())
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
 			if strings.Contains(out.String(), `"addr":"[::]:`) {
 				t.Fatalf("gateway not on loopback:\n%s", out.String())
 			}
