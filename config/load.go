@@ -167,9 +167,13 @@ func addSyntaxError(ps *problems, data []byte, err error) {
 	}
 }
 
-// maxSyntaxScan bounds the prefixes syntaxLine parses, so a hostile file
-// costs at most that many parses of at most its own size.
-const maxSyntaxScan = 2000
+// maxSyntaxScan and maxSyntaxBytes bound the prefixes syntaxLine parses
+// (their number and their total size), so that a hostile file cannot make
+// the search slow; past them the error keeps yaml.v3's line.
+const (
+	maxSyntaxScan  = 2000
+	maxSyntaxBytes = 16 << 20
+)
 
 // syntaxLine returns the 1-based line of the token that makes data fail
 // to parse with msg, searching from the line before reported (yaml.v3's
@@ -188,8 +192,9 @@ func syntaxLine(data []byte, reported int, msg string) int {
 	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
 		ends = append(ends, len(data))
 	}
-	start := max(reported-1, 1)
-	for k := start; k <= len(ends) && k < start+maxSyntaxScan; k++ {
+	start, parsed := max(reported-1, 1), 0
+	for k := start; k <= len(ends) && k < start+maxSyntaxScan && parsed < maxSyntaxBytes; k++ {
+		parsed += ends[k-1]
 		if syntaxMessage(parsePrefix(data[:ends[k-1]])) == msg {
 			return k
 		}
