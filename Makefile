@@ -24,15 +24,27 @@ demo: build
 	@echo
 	$(BIN) demo -queue
 
-## run: the repository's gateway.yaml in front of `clawgate echo` on :9000.
+## run: the repository's gateway.yaml in front of `clawgate echo` on
+## 127.0.0.1:9000, the gateway on loopback only (127.0.0.1:8080: the file's
+## inline demo secret never faces the network). SIGINT, SIGTERM or SIGHUP to
+## make or its process group (a closed terminal), or make dying, stops both:
+## no orphans. (GNU make passes only SIGTERM on to its recipe and waits for
+## it on SIGHUP and SIGINT; on Linux the recipe sees make stop catching the
+## signal it is handling, in /proc, and ends.)
+RUN_LISTEN ?= 127.0.0.1:8080
 run: build
 	@$(BIN) check -config gateway.yaml
 	@$(BIN) echo -listen 127.0.0.1:9000 & echo_pid=$$!; \
-	trap 'kill $$echo_pid 2>/dev/null' EXIT INT TERM; \
-	$(BIN) serve -config gateway.yaml
+	$(BIN) serve -config gateway.yaml -listen $(RUN_LISTEN) & serve_pid=$$!; \
+	make_pid=$$PPID; make_sigs=$$(grep SigCgt /proc/$$make_pid/status 2>/dev/null); \
+	stop() { trap - EXIT INT TERM HUP; kill -TERM $$serve_pid $$echo_pid 2>/dev/null; wait $$serve_pid $$echo_pid 2>/dev/null; }; \
+	trap stop EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
+	while kill -0 $$serve_pid 2>/dev/null && kill -0 $$echo_pid 2>/dev/null && [ "$$(ps -o ppid= -p $$$$ | tr -d ' ')" = "$$make_pid" ] && \
+	  [ "$$(grep SigCgt /proc/$$make_pid/status 2>/dev/null)" = "$$make_sigs" ]; do sleep 1; done
 
 test-deps:
 	@scripts/ensure-pkg.sh redis-server redis-server redis-cli redis-tools promtool prometheus
+	@GO=$(GO) scripts/ensure-pebble.sh
 
 ## test: everything, against a real redis-server the tests start themselves,
 ## the short fault soak (TestSoakShort) and the SPIN model of the key protocol.
@@ -43,12 +55,13 @@ test: test-deps
 	scripts/check-deploy.sh
 	scripts/check-k8s.sh
 
-## docs: regenerate docs/configuration.md and docs/gateway.schema.json from the
+## docs: regenerate docs/configuration.md, docs/gateway.schema.json and docs/clawgate.1 from the
 ## config types' doc comments (first config/fielddocs_gen.go, then the two
 ## files, compiled with it); config's tests fail while they are stale.
 docs:
 	$(GO) run ./config/internal/gendoc
 	$(GO) run ./config/internal/gendoc -docs
+	$(GO) run ./cmd/clawgate man > docs/clawgate.1
 
 ## helm-check: lint and render the Helm chart, check the systemd unit (installs helm once: about 1.5 minutes).
 helm-check:

@@ -56,6 +56,9 @@ type Config struct {
 	Alerts Alerts `yaml:"alerts"`
 	// Tracing exports a span per delivery over OTLP. Off by default.
 	Tracing Tracing `yaml:"tracing"`
+	// Log says where log lines go besides stderr. Zero value: every line,
+	// access lines included, goes to stderr.
+	Log Log `yaml:"log"`
 	// Routes: at least one. Matched like Nginx locations: an exact path
 	// first, then the longest path_prefix (see proxy/route.go).
 	Routes []Route `yaml:"routes"`
@@ -78,15 +81,21 @@ type Config struct {
 	Warnings []string `yaml:"-"`
 }
 
-// TLS files, relative to the config's directory. Both empty: plain HTTP.
+// TLS files, relative to the config's directory. Both empty, and acme
+// off: plain HTTP.
 type TLS struct {
 	// CertFile is the PEM certificate chain the delivery listener serves,
 	// relative to the config's directory; a reload reads it again. Empty
-	// (the default) with key_file empty: plain HTTP. Both or neither.
+	// (the default) with key_file empty and acme off: plain HTTP. Both or
+	// neither.
 	CertFile string `yaml:"cert_file"`
 	// KeyFile is the PEM private key of cert_file. Empty (the default):
-	// plain HTTP, with cert_file empty too.
+	// plain HTTP, with cert_file empty too (or acme on).
 	KeyFile string `yaml:"key_file"`
+	// ACME obtains and renews the delivery listener's certificate from an
+	// ACME CA (Let's Encrypt by default) instead of cert_file and key_file,
+	// which must then be empty. Zero value (no domains): off.
+	ACME ACME `yaml:"acme"`
 }
 
 // Admin is the admin listener.

@@ -5,6 +5,12 @@ package config
 // fieldDocs are the doc comments of the config types' fields, by
 // "pkg.Type.Field" (config/internal/fielddoc).
 var fieldDocs = map[string]string{
+	"config.ACME.CAFile":                   "CAFile is a PEM bundle of the roots that the directory's HTTPS certificate is checked against (a private CA such as step-ca, or Pebble in tests). Empty: the system's roots.",
+	"config.ACME.CacheDir":                 "CacheDir keeps the ACME account key and the certificates across restarts (created with mode 0700); instances sharing a domain should share it. Relative to the config's directory. Empty: \"acme\" there.",
+	"config.ACME.DirectoryURL":             "DirectoryURL is the CA's ACME directory, https. Empty: Let's Encrypt's production directory.",
+	"config.ACME.Domains":                  "Domains are the host names to obtain certificates for (no wildcards, no IP addresses); a handshake for any other name is refused. Empty: ACME is off.",
+	"config.ACME.Email":                    "Email is the contact address given to the CA for expiry and account notices. Empty: none given.",
+	"config.ACME.HTTPListen":               "HTTPListen is the address of the HTTP-01 challenge listener; it answers the CA's challenges and turns other requests away to HTTPS. \"off\": no listener (TLS-ALPN-01 on the delivery listener only). Empty: \":80\" when acme is on.",
 	"config.Admin.Listen":                  "Listen is the admin listener's address. Default \"127.0.0.1:9090\"; the empty string disables the admin listener (no /metrics, probes or admin API). Off loopback it needs a token.",
 	"config.Admin.TokenEnv":                "TokenEnv names the variable holding the bearer token. Default CLAWGATE_ADMIN_TOKEN; unset or empty variable: no token, which is only allowed on a loopback listener.",
 	"config.Alerts.MaxAttempts":            "MaxAttempts: more deliveries than this for one key raise an alert. Default 3.",
@@ -14,6 +20,7 @@ var fieldDocs = map[string]string{
 	"config.Config.Alerts":                 "Alerts raise retry storms.",
 	"config.Config.Dedupe":                 "Dedupe tunes the local window, locks and retention.",
 	"config.Config.Listen":                 "Listen is the delivery listener's address. Default \":8080\".",
+	"config.Config.Log":                    "Log says where log lines go besides stderr. Zero value: every line, access lines included, goes to stderr.",
 	"config.Config.Queue":                  "Queue holds the events of the routes with delivery: queue.",
 	"config.Config.Routes":                 "Routes: at least one. Matched like Nginx locations: an exact path first, then the longest path_prefix (see proxy/route.go).",
 	"config.Config.Server":                 "Server is the delivery listener's HTTP server, its front door: \"net/http\" (the default: HTTP/1.1, and HTTP/2 over TLS, on Go's standard server) or \"fasthttp\" (HTTP/1.1 only, on fasthttp's server: the most deliveries per CPU second). Both run the same delivery steps and give the same answers. The admin listener is always net/http.",
@@ -46,6 +53,7 @@ var fieldDocs = map[string]string{
 	"config.KafkaTLS.Enabled":              "Enabled turns TLS on. Default false. The other fields need it.",
 	"config.KafkaTLS.KeyFile":              "KeyFile is the private key of cert_file, in PEM. Empty (the default): no client certificate.",
 	"config.KafkaTLS.ServerName":           "ServerName is the name the brokers' certificates must carry. Empty (the default): the host of the address dialled.",
+	"config.Log.AccessFile":                "AccessFile is a file the access lines (one JSON line per delivery, \"msg\":\"delivery\") are appended to, apart from the application lines, which stay on stderr. Relative to the config's directory; created with mode 0640 when missing; its directory must exist. The gateway reopens it on SIGHUP and POST /admin/reload (after logrotate moved it), at the path the reloaded file names. The access lines go there at level info whatever serve's -log-level. Empty (the default): access lines go to stderr with the application lines.",
 	"config.Match.Host":                    "Host, when set, must equal the request's host (port ignored). Empty (the default): any host.",
 	"config.Match.Methods":                 "Methods allowed: GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS, in any case; default [POST]. Others get 405.",
 	"config.Match.Path":                    "Path is the exact path the route takes (compared after its dot segments are resolved). Empty: path_prefix must be set.",
@@ -92,8 +100,9 @@ var fieldDocs = map[string]string{
 	"config.Route.Workers":                 "Workers is how many events of a queue route each instance forwards at once, from 1 to 1024. Default 8. Only for delivery: queue (an error on a sync route).",
 	"config.Store.Backend":                 "Backend: memory (default) or redis.",
 	"config.Store.OnError":                 "OnError: reject (default; 503 + Retry-After) or forward (local protection only, counted).",
-	"config.TLS.CertFile":                  "CertFile is the PEM certificate chain the delivery listener serves, relative to the config's directory; a reload reads it again. Empty (the default) with key_file empty: plain HTTP. Both or neither.",
-	"config.TLS.KeyFile":                   "KeyFile is the PEM private key of cert_file. Empty (the default): plain HTTP, with cert_file empty too.",
+	"config.TLS.ACME":                      "ACME obtains and renews the delivery listener's certificate from an ACME CA (Let's Encrypt by default) instead of cert_file and key_file, which must then be empty. Zero value (no domains): off.",
+	"config.TLS.CertFile":                  "CertFile is the PEM certificate chain the delivery listener serves, relative to the config's directory; a reload reads it again. Empty (the default) with key_file empty and acme off: plain HTTP. Both or neither.",
+	"config.TLS.KeyFile":                   "KeyFile is the PEM private key of cert_file. Empty (the default): plain HTTP, with cert_file empty too (or acme on).",
 	"config.Tracing.Enabled":               "Enabled turns tracing on. Default false. Tracing is also on when OTEL_TRACES_EXPORTER is otlp or OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and off, whatever this says, when OTEL_SDK_DISABLED is true or OTEL_TRACES_EXPORTER is none (after loading, Enabled holds the effective state).",
 	"config.Tracing.Endpoint":              "Endpoint is the collector's base URL, http://host:port (plain text) or https://host:port (TLS); with http/protobuf spans are posted to its path + /v1/traces. Empty (the default): the exporter reads OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else sends to localhost (port 4318, or 4317 for grpc).",
 	"config.Tracing.Protocol":              "Protocol: http/protobuf (default) or grpc. When not written: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL.",
@@ -141,6 +150,7 @@ var fieldDocs = map[string]string{
 
 // typeDocs are the doc comments of the config types, by "pkg.Type".
 var typeDocs = map[string]string{
+	"config.ACME":         "ACME is tls.acme: certificates obtained and renewed automatically (the TLS-ALPN-01 challenge on the delivery listener, HTTP-01 on http_listen). Turning it on accepts the CA's terms of service.",
 	"config.Admin":        "Admin is the admin listener.",
 	"config.Alerts":       "Alerts on retry storms.",
 	"config.Config":       "Config is gateway.yaml. Field comments give the value an omitted field takes.",
@@ -149,6 +159,7 @@ var typeDocs = map[string]string{
 	"config.Kafka":        "Kafka is queue.kafka: where the kafka backend keeps the events of the queue routes. Each queue route has a main topic named TopicPrefix + the route's name, and beside it retry and dead-letter topics named after the main topic with a suffix (the longest: \".retry.10m\"), consumed by the consumer group Group + \".\" + the route's name.",
 	"config.KafkaSASL":    "KafkaSASL is queue.kafka.sasl.",
 	"config.KafkaTLS":     "KafkaTLS is queue.kafka.tls. Files are relative to the config's directory; after Parse they hold the resolved paths.",
+	"config.Log":          "Log says where log lines go.",
 	"config.Match":        "Match selects a route's deliveries. Exactly one of Path and PathPrefix.",
 	"config.Memory":       "Memory store settings (store.backend: memory). Checked only with that backend.",
 	"config.Queue":        "Queue is the delivery queue of the routes with delivery: queue. Its settings are checked whether or not a route uses it; those of Kafka only with queue.backend kafka.",
@@ -157,7 +168,7 @@ var typeDocs = map[string]string{
 	"config.Retry":        "Retry is a queue route's retry: how often, and how far apart, a worker tries an event. The delay before try n+1 is min(Max, Initial*2^(n-1)) times a random factor from 0.8 to 1.2; a Retry-After from the upstream is honoured, kept between that delay and Max. With the defaults the tries of one event span about 6.4 hours in all.",
 	"config.Route":        "Route is one upstream service and how its deliveries are handled.",
 	"config.Store":        "Store selects and configures the shared store.",
-	"config.TLS":          "TLS files, relative to the config's directory. Both empty: plain HTTP.",
+	"config.TLS":          "TLS files, relative to the config's directory. Both empty, and acme off: plain HTTP.",
 	"config.Tracing":      "Tracing is the tracing block: OpenTelemetry spans exported over OTLP. Parse resolves it against the OTEL_* variables (config/tracing.go), so after Parse each field holds the value the gateway runs with.",
 	"verify.Config":       "Config is a route's `verify` block as written in gateway.yaml.",
 	"verify.JWTConfig":    "JWTConfig is the `verify.jwt` block.",

@@ -53,6 +53,13 @@ func route(t *testing.T, cfg *Config, name string) *Route {
 // goodChecks asserts the values each testdata/good file loads to; every
 // good file must have an entry.
 var goodChecks = map[string]func(t *testing.T, cfg *Config){
+	"acme.yaml": func(t *testing.T, cfg *Config) {
+		// Names are lower-cased without their final dot; the cache sits
+		// beside the config; HTTP-01 listens on :80.
+		eq(t, "tls.acme", cfg.TLS.ACME, ACME{Domains: []string{"hooks.example.com", "webhooks.example.com"}, Email: "ops@example.com",
+			CacheDir: filepath.Join(cfg.Dir, "acme"), DirectoryURL: DefaultACMEDirectory, HTTPListen: ":80"})
+		eq(t, "tls.acme.On", cfg.TLS.ACME.On(), true)
+	},
 	"minimal.yaml": func(t *testing.T, cfg *Config) {
 		eq(t, "listen", cfg.Listen, ":8080")
 		eq(t, "tls", cfg.TLS, TLS{})

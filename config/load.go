@@ -88,14 +88,14 @@ func parseDocument(data []byte, ps *problems) *yaml.Node {
 		return nil
 	}
 	if err != nil {
-		addYAMLError(ps, err)
+		addSyntaxError(ps, data, err)
 		return nil
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		addYAMLError(ps, err)
+		addSyntaxError(ps, data, err)
 		return nil
 	default:
 		ps.add(next.Line, "", "a second YAML document starts here; the file must hold exactly one")
@@ -141,4 +141,91 @@ func addYAMLError(ps *problems, err error) {
 		}
 		ps.list = append(ps.list, &Problem{File: ps.file, Line: line, Msg: "invalid YAML: " + m, Err: err})
 	}
+}
+
+// addSyntaxError records a YAML syntax error at the line of the token
+// that broke the parse. yaml.v3 reports the line of the enclosing block
+// (or the line before it) instead: a mis-indented key on line 6 of a
+// route would read as an error at `routes:`. The parser stops at the
+// first token it cannot take, so the first prefix of the file, in whole
+// lines, that fails with the same message ends on that token's line.
+func addSyntaxError(ps *problems, data []byte, err error) {
+	before := len(ps.list)
+	addYAMLError(ps, err)
+	if len(ps.list) != before+1 {
+		return
+	}
+	p := ps.list[before]
+	msg := syntaxMessage(err)
+	if line := syntaxLine(data, p.Line, msg); line > 0 {
+		p.Line = line
+	}
+	switch msg {
+	case "did not find expected key", "did not find expected '-' indicator",
+		"mapping values are not allowed in this context":
+		p.Msg += " (check this line's indentation against the lines above it)"
+	}
+}
+
+// maxSyntaxScan and maxSyntaxBytes bound the prefixes syntaxLine parses
+// (their number and their total size), so that a hostile file cannot make
+// the search slow; past them the error keeps yaml.v3's line.
+const (
+	maxSyntaxScan  = 2000
+	maxSyntaxBytes = 16 << 20
+)
+
+// syntaxLine returns the 1-based line of the token that makes data fail
+// to parse with msg, searching from the line before reported (yaml.v3's
+// line, at most two lines before the token's); 0 when not found.
+func syntaxLine(data []byte, reported int, msg string) int {
+	if msg == "" {
+		return 0
+	}
+	// ends[i] is the offset just past line i+1 (its newline included).
+	var ends []int
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	start, parsed := max(reported-1, 1), 0
+	for k := start; k <= len(ends) && k < start+maxSyntaxScan && parsed < maxSyntaxBytes; k++ {
+		parsed += ends[k-1]
+		if syntaxMessage(parsePrefix(data[:ends[k-1]])) == msg {
+			return k
+		}
+	}
+	return 0
+}
+
+// parsePrefix parses every document of data and returns the first error.
+func parsePrefix(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// syntaxMessage returns a yaml.v3 syntax error's text without its line;
+// "" for nil and for type errors (whose lines are right).
+func syntaxMessage(err error) string {
+	var te *yaml.TypeError
+	if err == nil || errors.As(err, &te) {
+		return ""
+	}
+	m := strings.TrimPrefix(err.Error(), "yaml: ")
+	if sm := yamlLine.FindStringSubmatch(m); sm != nil {
+		m = sm[2]
+	}
+	return m
 }

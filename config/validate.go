@@ -34,6 +34,7 @@ func (b *builder) build() {
 	b.checkDedupe()
 	b.checkAlerts()
 	b.checkTracing()
+	b.checkLog()
 	b.checkRoutes()
 	b.checkQueueRoutes()
 }
@@ -55,6 +56,14 @@ func (b *builder) checkListen() {
 func (b *builder) checkTLS() {
 	t := &b.cfg.TLS
 	line := b.line("tls")
+	if b.loc.written("tls", "acme") {
+		if t.CertFile != "" || t.KeyFile != "" {
+			b.ps.add(b.line("tls", "acme"), "tls.acme", "set either cert_file and key_file or acme, not both")
+			return
+		}
+		b.checkACME()
+		return
+	}
 	switch {
 	case t.CertFile == "" && t.KeyFile == "":
 		return

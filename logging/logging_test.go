@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -153,5 +155,40 @@ func BenchmarkAccessLine(b *testing.B) {
 					slog.String("path", "/webhook/order"), slog.String("request_id", "4bf92f3577b34da6a3ce929d0e0e4736"))
 			}
 		})
+	}
+}
+
+// A File reopened after its file was moved away (logrotate) writes to a
+// new file at the path; the moved file keeps what came before.
+func TestFileReopensAfterRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	f, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Write([]byte("one\n"))
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("two\n")) // still the moved file
+	if err := f.Reopen(path); err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("three\n"))
+	if err := f.Reopen(filepath.Join(dir, "missing", "x.log")); err == nil {
+		t.Fatal("reopen in a missing directory succeeded")
+	}
+	f.Write([]byte("four\n")) // the failed reopen kept the file
+	f.Close()
+	if _, err := f.Write([]byte("five\n")); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+	for p, want := range map[string]string{path + ".1": "one\ntwo\n", path: "three\nfour\n"} {
+		got, _ := os.ReadFile(p)
+		if string(got) != want {
+			t.Errorf("%s: %q, want %q", p, got, want)
+		}
 	}
 }

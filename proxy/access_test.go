@@ -67,9 +67,10 @@ func testUnauthorizedLineTellsAScannerFromAProvider(t *testing.T) {
 	}
 }
 
-// A forwarded delivery's line carries the upstream's status and time, the
-// secret that verified it and both body sizes; a replay has no upstream
-// fields; an unreachable upstream has its time but no status.
+// A forwarded delivery's line carries the upstream's address, status and
+// time, the secret that verified it, both body sizes, the Host the caller
+// sent and its protocol; a replay has no upstream fields; an unreachable
+// upstream has its address and time but no status.
 func TestAccessLineUpstreamAndSizes(t *testing.T) {
 	doortest.ForEach(t, testAccessLineUpstreamAndSizes)
 }
@@ -82,7 +83,9 @@ func testAccessLineUpstreamAndSizes(t *testing.T) {
 	h.post(t, "/webhook/order", "evt_sz", event)
 	h.post(t, "/webhook/order", "evt_sz", event)
 	l := h.accessLine(t, 0)
+	upAddr := strings.TrimPrefix(h.up.URL, "http://")
 	for k, v := range map[string]any{
+		"host": strings.TrimPrefix(h.srv.URL, "http://"), "proto": "HTTP/1.1", "upstream": upAddr,
 		"status": 202.0, "upstream_status": 202.0, "secret_id": "k1",
 		"bytes_in": float64(len(event)), "bytes_out": float64(len(`{"queued":true}`)), "client": "127.0.0.1",
 	} {
@@ -97,10 +100,13 @@ func testAccessLineUpstreamAndSizes(t *testing.T) {
 	if l["outcome"] != "replayed" || l["bytes_out"] != float64(len(`{"queued":true}`)) || l["secret_id"] != "k1" {
 		t.Errorf("replayed line: %v", l)
 	}
-	for _, absent := range []string{"upstream_status", "upstream_ms"} {
+	for _, absent := range []string{"upstream", "upstream_status", "upstream_ms"} {
 		if _, ok := l[absent]; ok {
 			t.Errorf("replayed line has %s: %v", absent, l)
 		}
+	}
+	if l["host"] == "" || l["proto"] != "HTTP/1.1" {
+		t.Errorf("replayed line: host %v proto %v", l["host"], l["proto"])
 	}
 
 	h.up.Close()
@@ -113,6 +119,9 @@ func testAccessLineUpstreamAndSizes(t *testing.T) {
 	}
 	if _, ok := l["upstream_ms"].(float64); !ok {
 		t.Errorf("unreachable line lacks upstream_ms: %v", l)
+	}
+	if l["upstream"] != upAddr {
+		t.Errorf("unreachable line: upstream %v, want %s", l["upstream"], upAddr)
 	}
 }
 

@@ -428,7 +428,7 @@ func (g *Gateway) done(d *delivery) {
 	}
 	// The access line goes straight to the handler: slog.Logger would read
 	// the clock and the call stack again for every delivery.
-	h := g.log.Handler()
+	h := g.access.Handler()
 	ctx := context.Background()
 	logged := h.Enabled(ctx, level)
 	if !logged && d.span == nil {
@@ -443,8 +443,9 @@ func (g *Gateway) done(d *delivery) {
 		return
 	}
 	// Attributes that do not apply are left empty: the handler skips them.
-	var upStatus, upTime, secret slog.Attr
+	var upStatus, upTime, upAddr, secret slog.Attr
 	if d.forwarded {
+		upAddr = slog.String("upstream", d.rt.upstreamAddr)
 		upTime = slog.Float64("upstream_ms", float64(d.upstreamTime.Microseconds())/1000)
 		if d.upstreamStatus != 0 {
 			upStatus = slog.Int("upstream_status", d.upstreamStatus)
@@ -462,13 +463,16 @@ func (g *Gateway) done(d *delivery) {
 		slog.Int64("attempt", d.attempt),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 		slog.String("method", d.in.method),
+		slog.String("host", clipPath(d.in.host)),
 		slog.String("path", clipPath(d.in.path)),
+		slog.String("proto", d.in.proto),
 		slog.String("request_id", d.reqID),
 		slog.String("trace_id", traceID(d.trace)),
 		slog.String("client", client),
 		slog.String("user_agent", ua),
 		slog.Int64("bytes_in", d.bytesIn),
 		slog.Int64("bytes_out", d.bytesOut),
+		upAddr,
 		upStatus,
 		upTime,
 		secret,

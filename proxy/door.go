@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -100,6 +101,9 @@ func (d *httpDoor) Close() error                       { return d.srv.Close() }
 
 // fastDoor is fasthttp's server, with the connections it serves tracked
 // so that Close can cut them (fasthttp's Shutdown only waits).
+// acmeALPN is the TLS-ALPN-01 challenge's protocol (RFC 8737).
+const acmeALPN = "acme-tls/1"
+
 type fastDoor struct {
 	srv       *fasthttp.Server
 	tlsConfig *tls.Config
@@ -111,7 +115,12 @@ func newFastDoor(g *Gateway, l Limits, tlsConfig *tls.Config, log *slog.Logger) 
 	d := &fastDoor{conns: map[net.Conn]struct{}{}}
 	if tlsConfig != nil {
 		d.tlsConfig = tlsConfig.Clone()
+		// fasthttp speaks HTTP/1.1 only; acme-tls/1 stays for tls.acme's
+		// TLS-ALPN-01 challenge, answered in the handshake.
 		d.tlsConfig.NextProtos = []string{"http/1.1"}
+		if slices.Contains(tlsConfig.NextProtos, acmeALPN) {
+			d.tlsConfig.NextProtos = append(d.tlsConfig.NextProtos, acmeALPN)
+		}
 	}
 	d.srv = &fasthttp.Server{
 		Handler: g.ServeFastHTTP,

@@ -150,6 +150,7 @@ func (x *fastExchange) read(in *inbound) {
 	in.rawQuery, in.host, in.remoteAddr = cut(nh+1), cut(nh+2), cut(nh+3)
 	in.method = methodString(req.Header.Method())
 	in.tls = c.IsTLS()
+	in.proto = protoString(req.Header.Protocol())
 	// fasthttp's -1 is a chunked body; -2 (no length, not chunked) is
 	// no body at all on a request.
 	switch cl := req.Header.ContentLength(); {
@@ -429,4 +430,16 @@ func rawConn(c net.Conn) syscall.RawConn {
 		return nil
 	}
 	return rc
+}
+
+// protoString is fasthttp's request protocol as a string, without an
+// allocation for the usual ones.
+func protoString(p []byte) string {
+	switch string(p) {
+	case "HTTP/1.1":
+		return "HTTP/1.1"
+	case "HTTP/1.0":
+		return "HTTP/1.0"
+	}
+	return string(p)
 }

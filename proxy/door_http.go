@@ -79,6 +79,7 @@ func httpInbound(r *http.Request) inbound {
 		lengthless:    r.ProtoMajor == 1 && r.ProtoMinor == 0 && r.Header["Content-Length"] == nil,
 		remoteAddr:    r.RemoteAddr,
 		tls:           r.TLS != nil,
+		proto:         r.Proto,
 		ctx:           r.Context(),
 	}
 }

@@ -38,6 +38,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Logger receives access and warning lines. Nil: slog.Default().
 	Logger *slog.Logger
+	// AccessLog, when set, receives the access lines (one per delivery)
+	// instead of Logger (log.access_file).
+	AccessLog *slog.Logger
 	// Alerter, when set, is told of keys past alerts.max_attempts.
 	Alerter Alerter
 	// Now is the clock signatures are checked against. Nil: the delivery's
@@ -63,6 +66,7 @@ type Gateway struct {
 	guard   *dedupe.Guard
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	access  *slog.Logger // the access lines' logger: Options.AccessLog, else log
 	alerter Alerter
 	now     func() time.Time
 	tracer  trace.Tracer // nil: tracing off
@@ -90,6 +94,10 @@ func New(cfg *config.Config, o Options) *Gateway {
 	}
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	g.access = o.AccessLog
+	if g.access == nil {
+		g.access = g.log
 	}
 	g.guard = dedupe.NewGuard(o.Store, cfg.Dedupe.CacheSize, cfg.Dedupe.Window, o.Metrics, g.log)
 	g.Reload(cfg)

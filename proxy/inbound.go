@@ -42,6 +42,8 @@ type inbound struct {
 	remoteAddr string
 	// tls is true when the request came over TLS.
 	tls bool
+	// proto is the request's protocol, e.g. "HTTP/1.1" or "HTTP/2.0".
+	proto string
 	// refused, when set, is the front door's refusal of a request it could
 	// not read into this view (a malformed path): the steps answer it
 	// before anything else, with its own access line.

@@ -19,9 +19,11 @@ import (
 type route struct {
 	*config.Route
 	upstream Upstream
-	basePath string // upstream URL path without its trailing slash
-	m        *metrics.RouteMetrics
-	allow    string // Allow header for 405
+	// upstreamAddr is the upstream's host:port, for the access line.
+	upstreamAddr string
+	basePath     string // upstream URL path without its trailing slash
+	m            *metrics.RouteMetrics
+	allow        string // Allow header for 405
 	// digester is set on routes with a replay guard (guard.go).
 	digester verify.SignedDigester
 	// limiter is the route's rate_limit, a bucket per client; nil when
@@ -111,12 +113,13 @@ func newTable(cfg *config.Config, m *metrics.Metrics) *table {
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
 		rt := &route{
-			Route:    rc,
-			upstream: NewFastUpstream(rc.UpstreamURL),
-			basePath: strings.TrimSuffix(rc.UpstreamURL.EscapedPath(), "/"),
-			m:        m.Route(rc.Name),
-			allow:    strings.Join(rc.Match.Methods, ", "),
-			trace:    newRouteTrace(rc),
+			Route:        rc,
+			upstream:     NewFastUpstream(rc.UpstreamURL),
+			upstreamAddr: hostPort(rc.UpstreamURL),
+			basePath:     strings.TrimSuffix(rc.UpstreamURL.EscapedPath(), "/"),
+			m:            m.Route(rc.Name),
+			allow:        strings.Join(rc.Match.Methods, ", "),
+			trace:        newRouteTrace(rc),
 		}
 		if rc.ReplayGuard {
 			rt.digester, _ = rc.Verifier.(verify.SignedDigester)

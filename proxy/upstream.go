@@ -51,14 +51,7 @@ var _ Upstream = (*fastUpstream)(nil)
 
 // NewFastUpstream returns the default Upstream for an http(s) base URL.
 func NewFastUpstream(u *url.URL) Upstream {
-	addr := u.Host
-	if u.Port() == "" {
-		if u.Scheme == "https" {
-			addr = net.JoinHostPort(u.Hostname(), "443")
-		} else {
-			addr = net.JoinHostPort(u.Hostname(), "80")
-		}
-	}
+	addr := hostPort(u)
 	return &fastUpstream{
 		host: u.Host,
 		hc: &fasthttp.HostClient{
@@ -153,3 +146,14 @@ func (f *fastUpstream) Forward(ctx context.Context, r *Request, attempt int64, t
 
 // errSwitchedProtocols: the upstream answered 101 Switching Protocols.
 var errSwitchedProtocols = errors.New("upstream answered 101 Switching Protocols to a request that asked for no upgrade")
+// hostPort is an http(s) URL's host:port, with the scheme's default port
+// when the URL has none.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}

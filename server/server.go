@@ -68,6 +68,12 @@ type Server struct {
 
 	// reloadMu serialises reloads (SIGHUP and POST /admin/reload).
 	reloadMu sync.Mutex
+	// listen is Options.Listen: the listen address that overrides the file's.
+	listen string
+	// access is log.access_file; nil when access lines go to the log.
+	access *accessLog
+	// acme is tls.acme; nil when it is off.
+	acme *acmeRunner
 	// cert is the delivery listener's TLS certificate (nil without TLS),
 	// read at every handshake and replaced by Reload.
 	cert atomic.Pointer[tls.Certificate]
@@ -82,6 +88,9 @@ type Options struct {
 	// Version is logged at start-up and exported as
 	// clawgate_build_info{version}.
 	Version string
+	// Listen, when set, replaces the config's listen address, at start and
+	// at every reload (serve -listen). Empty: the config's.
+	Listen string
 }
 
 // resetBus is a store that carries an operator's key reset to every
@@ -108,9 +117,24 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		}
 	}()
 	log, reg := o.Logger, o.Registry
+	if o.Listen != "" {
+		c := *cfg
+		c.Listen = o.Listen
+		cfg = &c
+	}
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
+	access, err := openAccessLog(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opened.push(access.close)
+	acmeRun, err := startACME(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	opened.push(acmeRun.close)
 	m := metrics.New(reg)
 	m.SetBuildInfo(o.Version)
 	var cert *tls.Certificate
@@ -155,13 +179,13 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		Backend: qb, Metrics: m, Log: log, ReplayRate: cfg.Queue.ReplayRate,
 		OnDead: al.DeadLettered, OnDrained: al.DLQDrained,
 	})
-	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer(), Queue: qm})
+	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm})
 	opened.push(func() { qm.Close(0) })
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
 		return nil, err
 	}
-	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG}
+	in := &Server{cfg: cfg, log: log, metrics: m, store: st, gw: gw, queue: qm, qb: qb, alerts: al, errc: make(chan error, 2), stopBG: stopBG, listen: o.Listen, access: access, acme: acmeRun}
 	in.cert.Store(cert)
 	in.tracer = tp
 	// With Redis, an operator's key reset reaches every instance's window,
@@ -179,6 +203,9 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		// The certificate is read at each handshake, so that Reload can
 		// replace it (cert-manager rotates the files) without a restart.
 		tlsConfig = &tls.Config{GetCertificate: in.certificate}
+	}
+	if acmeRun != nil {
+		tlsConfig = acmeRun.tlsConfig()
 	}
 	in.door = proxy.NewDoor(cfg.Server, gw, proxy.DefaultLimits, tlsConfig, log)
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -271,10 +298,18 @@ func (in *Server) Reload(path string) error {
 			return fmt.Errorf("tls: %w", err)
 		}
 	}
+	if err := in.access.reopen(cfg.Log.AccessFile, in.log); err != nil {
+		in.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		in.log.Error("config reload failed: log.access_file does not open; keeping the running config and access log", "error", err.Error())
+		return err
+	}
 	for _, w := range cfg.Warnings {
 		in.log.Warn(w)
 	}
 	started := in.cfg
+	if in.listen != "" {
+		cfg.Listen = in.listen
+	}
 	for _, field := range config.RestartFields(started, cfg) {
 		in.log.Warn("config reload: " + field + " changed; it takes effect at the next restart")
 	}
@@ -365,6 +400,8 @@ func (in *Server) Shutdown(grace time.Duration) {
 		in.log.Warn("tracing: spans still queued at shutdown were not exported", "error", err.Error())
 	}
 	in.store.Close()
+	in.access.close()
+	in.acme.close()
 }
 
 func deadline(ctx context.Context) time.Time {

@@ -10,7 +10,7 @@ import (
 // cmdCheck validates a config like `nginx -t`. With -explain it prints
 // every route as the gateway runs it, provider presets expanded.
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("check", stderr)
+	fs := newFlags("check", stdout, stderr)
 	path := configFlag(fs)
 	explain := fs.Bool("explain", false, "print every route as the gateway runs it: provider presets expanded, where the key comes from and whether the signature covers it")
 	if code := parseFlags(fs, args, 0); code >= 0 {

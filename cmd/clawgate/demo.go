@@ -42,7 +42,7 @@ routes:
 // so the gateway answers 504 and the upstream abandons that attempt. It
 // exits 0 when the upstream completed the event exactly once.
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", stderr)
+	fs := newFlags("demo", stdout, stderr)
 	times := fs.Int("times", 17, "how many `deliveries` of the event the provider makes")
 	verbose := fs.Bool("v", false, "also print the gateway's JSON log lines on stderr")
 	queueAct := fs.Bool("queue", false, "run the delivery queue's act instead: fast 202, retries with growing gaps, a dead-letter queue and a replay")

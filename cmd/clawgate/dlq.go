@@ -38,12 +38,12 @@ type dlqOptions struct {
 
 // dlqFlags is the flag set of `clawgate dlq VERB`: each verb has the flags
 // it uses (verb "" for `dlq -h`: all of them).
-func dlqFlags(verb string, stderr io.Writer) (*flag.FlagSet, *dlqOptions) {
+func dlqFlags(verb string, stdout, stderr io.Writer) (*flag.FlagSet, *dlqOptions) {
 	name := "dlq"
 	if verb != "" {
 		name += " " + verb
 	}
-	fs := newFlags(name, stderr)
+	fs := newFlags(name, stdout, stderr)
 	o := &dlqOptions{}
 	fs.StringVar(&o.admin, "admin", dlqDefaultAdmin, "admin listener `URL`")
 	switch verb {
@@ -92,6 +92,10 @@ func (c *dlqClient) call(ctx context.Context, method, path string, query url.Val
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Clawgate-Admin", "1")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -143,9 +147,9 @@ func orDefault(s, def string) string {
 //	clawgate dlq purge [-admin URL] ROUTE ID
 func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "replay" && args[0] != "purge") {
-		fs, _ := dlqFlags("", stderr)
+		fs, _ := dlqFlags("", stdout, stderr)
 		if len(args) > 0 && isHelp(args[0]) {
-			fs.Usage()
+			printHelp(fs)
 			return 0
 		}
 		if len(args) > 0 {
@@ -155,7 +159,7 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	verb := args[0]
-	fs, o := dlqFlags(verb, stderr)
+	fs, o := dlqFlags(verb, stdout, stderr)
 	// Flags may come before or after ROUTE [ID].
 	var pos []string
 	rest := args[1:]

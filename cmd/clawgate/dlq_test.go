@@ -456,21 +456,21 @@ func TestKeysOnAQueueRoute(t *testing.T) {
 func TestDLQHelpExits0(t *testing.T) {
 	for _, args := range [][]string{{"dlq", "-h"}, {"dlq", "--help"}, {"help", "dlq"}, {"dlq", "list", "-h"}, {"dlq", "replay", "hooks", "-all", "-h"}, {"dlq", "purge", "-help"}} {
 		code, out, errOut := runCmd(t, args...)
-		if code != 0 || out != "" {
-			t.Errorf("%q: exit %d, stdout %q", args, code, out)
+		if code != 0 || errOut != "" {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
-		if !strings.HasPrefix(errOut, "usage: clawgate dlq list|replay|purge [flags] ROUTE [ID]\n") || !strings.Contains(errOut, "-admin URL") {
-			t.Errorf("%q: usage %q", args, errOut)
+		if !strings.HasPrefix(out, "usage: clawgate dlq list|replay|purge [flags] ROUTE [ID]\n") || !strings.Contains(out, "-admin URL") {
+			t.Errorf("%q: usage %q", args, out)
 		}
 	}
-	_, _, errOut := runCmd(t, "dlq", "list", "-h")
+	_, out, _ := runCmd(t, "dlq", "list", "-h")
 	for _, f := range []string{"-limit N", "-cursor C", "-all", "-json"} {
-		if !strings.Contains(errOut, "\n  "+f) {
-			t.Errorf("dlq list -h lacks %s:\n%s", f, errOut)
+		if !strings.Contains(out, "\n  "+f) {
+			t.Errorf("dlq list -h lacks %s:\n%s", f, out)
 		}
 	}
-	_, _, errOut = runCmd(t, "dlq", "replay", "-h")
-	if !strings.Contains(errOut, "\n  -all") || !strings.Contains(errOut, "\n  -detach") || strings.Contains(errOut, "-limit") {
-		t.Errorf("dlq replay -h:\n%s", errOut)
+	_, out, _ = runCmd(t, "dlq", "replay", "-h")
+	if !strings.Contains(out, "\n  -all") || !strings.Contains(out, "\n  -detach") || strings.Contains(out, "-limit") {
+		t.Errorf("dlq replay -h:\n%s", out)
 	}
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // cmdEcho runs a tiny upstream that logs and counts what it receives.
-func cmdEcho(args []string, stderr io.Writer) int {
-	fs := newFlags("echo", stderr)
+func cmdEcho(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("echo", stdout, stderr)
 	listen := fs.String("listen", "127.0.0.1:9000", "`address` to listen on")
 	if code := parseFlags(fs, args, 0); code >= 0 {
 		return code

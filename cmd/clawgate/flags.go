@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,12 +11,55 @@ import (
 )
 
 // newFlags returns a flag set that reports errors instead of exiting. Its
-// -h prints the command's usage line, its description and its flags.
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+// -h prints the command's usage line, its description and its flags to
+// stdout, as `clawgate -h` does; a usage error prints them to stderr.
+func newFlags(name string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("clawgate "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(&flagOutput{stdout: stdout, stderr: stderr})
 	fs.Usage = func() { printUsage(fs, name) }
 	return fs
+}
+
+// flagOutput is a flag set's output: stderr, except while parseFlags
+// parses, when what the flag package prints is held until it is known
+// whether it answers -h (stdout) or a usage error (stderr).
+type flagOutput struct {
+	stdout, stderr io.Writer
+	held           *bytes.Buffer
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) {
+	if o.held != nil {
+		return o.held.Write(p)
+	}
+	return o.stderr.Write(p)
+}
+
+// printHelp writes a command's usage to stdout: the answer to its -h.
+func printHelp(fs *flag.FlagSet) {
+	capture(fs)
+	o, ok := fs.Output().(*flagOutput)
+	if !ok {
+		fs.Usage()
+		return
+	}
+	o.held = new(bytes.Buffer)
+	fs.Usage()
+	held := o.held
+	o.held = nil
+	o.stdout.Write(held.Bytes())
+}
+
+// missingArgs is the usage error for too few positional arguments: one
+// sentence naming the ones missing, e.g. "missing the KEY argument (want
+// ROUTE KEY)".
+func missingArgs(want []string, got int) string {
+	missing := want[got:]
+	s := "the " + missing[0] + " argument"
+	if len(missing) > 1 {
+		s = "the " + strings.Join(missing[:len(missing)-1], ", ") + " and " + missing[len(missing)-1] + " arguments"
+	}
+	return fmt.Sprintf("missing %s (want %s)", s, strings.Join(want, " "))
 }
 
 // printUsage writes a command's usage to the flag set's output: usage
@@ -47,11 +91,26 @@ func lookupCommand(name string) command {
 }
 
 // parseFlags parses args and returns the exit code for a usage error (2),
-// for -h (0, after the usage is printed), or -1 to go on. Extra positional
+// for -h (0, after the usage is printed to stdout), or -1 to go on. Extra positional
 // arguments are a usage error unless allowed.
 func parseFlags(fs *flag.FlagSet, args []string, positional int) int {
-	if err := fs.Parse(args); err != nil {
+	o, _ := fs.Output().(*flagOutput)
+	if o != nil {
+		o.held = new(bytes.Buffer)
+	}
+	err := fs.Parse(args)
+	if o != nil {
+		held := o.held
+		o.held = nil
 		if errors.Is(err, flag.ErrHelp) {
+			o.stdout.Write(held.Bytes())
+		} else {
+			o.stderr.Write(held.Bytes())
+		}
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			capture(fs)
 			return 0
 		}
 		return 2

@@ -24,7 +24,7 @@ var healthAdmin = "http://127.0.0.1:9090"
 // redirects, and prints one line: exit 0 on 200, 1 on any other answer or
 // none, 2 on a usage error.
 func cmdHealth(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("health", stderr)
+	fs := newFlags("health", stdout, stderr)
 	rawURL := fs.String("url", "", "admin endpoint `URL` to GET (default "+healthAdmin+"/readyz, or /healthz with -live)")
 	live := fs.Bool("live", false, "probe liveness (/healthz: the process answers) instead of readiness (/readyz)")
 	timeout := fs.Duration("timeout", 2*time.Second, "give up after this `duration`")

@@ -39,8 +39,8 @@ func TestHelpFlagPrintsTheCommandList(t *testing.T) {
 		})
 	}
 	// help CMD is the command's own help.
-	if code, _, errOut := runCmd(t, "help", "check"); code != 0 || !strings.HasPrefix(errOut, "usage: clawgate check [flags]\n") {
-		t.Fatalf("help check: exit %d %q", code, errOut)
+	if code, out, _ := runCmd(t, "help", "check"); code != 0 || !strings.HasPrefix(out, "usage: clawgate check [flags]\n") {
+		t.Fatalf("help check: exit %d %q", code, out)
 	}
 }
 
@@ -60,11 +60,11 @@ func TestVersionFlagPrintsTheVersion(t *testing.T) {
 func TestKeysHelpExits0(t *testing.T) {
 	for _, args := range [][]string{{"keys", "-h"}, {"keys", "--help"}, {"keys", "get", "-h"}, {"keys", "reset", "orders", "k", "-h"}} {
 		code, out, errOut := runCmd(t, args...)
-		if code != 0 || out != "" {
-			t.Errorf("%q: exit %d, stdout %q", args, code, out)
+		if code != 0 || errOut != "" {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
-		if !strings.HasPrefix(errOut, "usage: clawgate keys get|reset [flags] ROUTE KEY\n") || !strings.Contains(errOut, "-admin URL") {
-			t.Errorf("%q: usage %q", args, errOut)
+		if !strings.HasPrefix(out, "usage: clawgate keys get|reset [flags] ROUTE KEY\n") || !strings.Contains(out, "-admin URL") {
+			t.Errorf("%q: usage %q", args, out)
 		}
 	}
 }
@@ -76,13 +76,13 @@ func TestEveryCommandHelp(t *testing.T) {
 	for _, c := range commands {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errOut := runCmd(t, c.name, "-h")
-			if code != 0 || out != "" {
-				t.Fatalf("exit %d, stdout %q", code, out)
+			if code != 0 || errOut != "" {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}
-			if !strings.HasPrefix(errOut, "usage: clawgate "+c.name) || !strings.Contains(errOut, "\n"+c.about+"\n") {
-				t.Fatalf("no usage line and description:\n%s", errOut)
+			if !strings.HasPrefix(out, "usage: clawgate "+c.name) || !strings.Contains(out, "\n"+c.about+"\n") {
+				t.Fatalf("no usage line and description:\n%s", out)
 			}
-			for _, entry := range strings.Split(errOut, "\n  -")[1:] {
+			for _, entry := range strings.Split(out, "\n  -")[1:] {
 				if n := strings.Count(entry, "default"); n > 1 {
 					t.Errorf("a default is given %d times:\n  -%s", n, entry)
 				}
@@ -156,5 +156,41 @@ func TestKeysResetSaysWhatItForgot(t *testing.T) {
 	var res admin.ResetResult
 	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || !res.Reset || res.Forgot.State != "in_flight" || res.Forgot.Attempts != 1 {
 		t.Fatalf("-json: exit %d %q", code, out)
+	}
+}
+
+// Regression: a subcommand's -h wrote its usage to stderr while
+// `clawgate -h` wrote to stdout, so `clawgate check -h | less` showed
+// nothing. A usage error still prints the usage to stderr, exit 2.
+func TestSubcommandHelpGoesToStdout(t *testing.T) {
+	for _, args := range [][]string{{"check", "-h"}, {"serve", "--help"}, {"echo", "-help"}, {"simulate", "-h"}, {"keys", "get", "-h"}, {"dlq", "list", "-h"}, {"help", "health"}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: clawgate ") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	code, out, errOut := runCmd(t, "check", "-nope")
+	if code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -nope") || !strings.Contains(errOut, "usage: clawgate check") {
+		t.Errorf("check -nope: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// Regression: `keys get orders` said "want ROUTE and KEY, got 1
+// arguments"; it names the missing argument in one sentence, exit 2.
+func TestKeysNamesTheMissingArgument(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"keys", "get", "orders"}, "clawgate keys get: missing the KEY argument (want ROUTE KEY); clawgate keys -h shows the flags\n"},
+		{[]string{"keys", "reset"}, "clawgate keys reset: missing the ROUTE and KEY arguments (want ROUTE KEY); clawgate keys -h shows the flags\n"},
+		{[]string{"keys", "get", "orders", "k", "extra"}, "clawgate keys get: unexpected argument \"extra\" (want ROUTE KEY); clawgate keys -h shows the flags\n"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, out, errOut := runCmd(t, tt.args...)
+			if code != 2 || out != "" || errOut != tt.want {
+				t.Errorf("exit %d, stdout %q, stderr %q, want %q", code, out, errOut, tt.want)
+			}
+		})
 	}
 }

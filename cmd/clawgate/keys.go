@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -15,12 +14,12 @@ import (
 )
 
 // keysFlags is the flag set of `clawgate keys VERB` (verb "" for `keys -h`).
-func keysFlags(verb string, stderr io.Writer) (fs *flag.FlagSet, adminURL *string, raw *bool) {
+func keysFlags(verb string, stdout, stderr io.Writer) (fs *flag.FlagSet, adminURL *string, raw *bool) {
 	name := "keys"
 	if verb != "" {
 		name += " " + verb
 	}
-	fs = newFlags(name, stderr)
+	fs = newFlags(name, stdout, stderr)
 	adminURL = fs.String("admin", "http://127.0.0.1:9090", "admin listener `URL`")
 	raw = fs.Bool("json", false, "reset: print the admin API's JSON answer instead of a sentence (get always prints JSON)")
 	return fs, adminURL, raw
@@ -43,9 +42,9 @@ func isHelp(arg string) bool {
 // forgotten (or, with -json, the API's JSON answer).
 func cmdKeys(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "get" && args[0] != "reset") {
-		fs, _, _ := keysFlags("", stderr)
+		fs, _, _ := keysFlags("", stdout, stderr)
 		if len(args) > 0 && isHelp(args[0]) {
-			fs.Usage()
+			printHelp(fs)
 			return 0
 		}
 		if len(args) > 0 {
@@ -55,7 +54,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	verb := args[0]
-	fs, adminURL, raw := keysFlags(verb, stderr)
+	fs, adminURL, raw := keysFlags(verb, stdout, stderr)
 	// Flags may come before or after ROUTE KEY.
 	var pos []string
 	rest := args[1:]
@@ -69,9 +68,12 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if len(pos) != 2 {
-		fmt.Fprintf(stderr, "clawgate keys %s: want ROUTE and KEY, got %d arguments\n", verb, len(pos))
-		fs.Usage()
+	switch {
+	case len(pos) < 2:
+		fmt.Fprintf(stderr, "clawgate keys %s: %s; clawgate keys -h shows the flags\n", verb, missingArgs([]string{"ROUTE", "KEY"}, len(pos)))
+		return 2
+	case len(pos) > 2:
+		fmt.Fprintf(stderr, "clawgate keys %s: unexpected argument %q (want ROUTE KEY); clawgate keys -h shows the flags\n", verb, pos[2])
 		return 2
 	}
 	route, key := pos[0], pos[1]
@@ -90,9 +92,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "clawgate keys: %v\n", err)
 		return 1
 	}
-	if tok := os.Getenv("CLAWGATE_ADMIN_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
+	setAdminHeaders(req)
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "clawgate keys: cannot reach the admin API at %s: %v\n", base.Redacted(), err)

@@ -2,7 +2,7 @@
 // delivery's signature, forwards exactly one copy of each event to the
 // service behind it, and answers retries and duplicates itself.
 //
-// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|schema|version] [flags]
+// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|reload|schema|completion|man|version] [flags]
 package main
 
 import (
@@ -41,7 +41,10 @@ var commands = []command{
 	{"simulate", "-url URL [flags]", "send one signed event several times to a running gateway",
 		"Sign one event exactly as a route of the config expects, deliver it several\n" +
 			"times and print what each delivery got. Exits 0 when exactly one was\n" +
-			"forwarded and the others were replayed or answered as in flight. A route\n" +
+			"forwarded and the others were replayed or answered as in flight. On a\n" +
+			"delivery: queue route the one copy is queued (202), and simulate follows its\n" +
+			"key over the admin API (-admin) until it is finished (exit 0) or\n" +
+			"dead_lettered (exit 1), for at most -wait. A route\n" +
 			"with a provider (or -provider NAME) gets that provider's kind of event,\n" +
 			"signed as the provider signs it, before the provider is wired."},
 	{"keys", "get|reset [flags] ROUTE KEY", "show or reset an idempotency key over the admin API",
@@ -62,6 +65,18 @@ var commands = []command{
 		"Print the JSON Schema (draft 2020-12) of gateway.yaml, generated from the\n" +
 			"config types: every field, its type, default and description; an unknown\n" +
 			"field is refused. docs/gateway.schema.json holds the same schema."},
+	{"reload", "[flags]", "reload a running gateway's config over the admin API, like nginx -s reload",
+		"POST the admin API's /admin/reload: the gateway reloads its config file as on\n" +
+			"SIGHUP. Prints the result; exits 1 when the new config is refused (each\n" +
+			"problem printed, the running config kept). The admin token is read from\n" +
+			"$CLAWGATE_ADMIN_TOKEN."},
+	{"completion", "bash|zsh|fish", "print the shell completion script of bash, zsh or fish",
+		"Print a completion script for the shell, generated from the commands and their\n" +
+			"flags. bash: source <(clawgate completion bash); zsh: source <(clawgate\n" +
+			"completion zsh); fish: clawgate completion fish | source."},
+	{"man", "[flags]", "print the clawgate(1) manual page (roff)",
+		"Print the manual page, generated from the commands and their flags, as roff:\n" +
+			"clawgate man | man -l -   (or save it as clawgate.1 in a man1 directory)."},
 	{"version", "", "print the version, commit and Go version",
 		"Print the version, commit and Go version this binary was built with."},
 }
@@ -109,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "serve":
-		return cmdServe(args, stderr)
+		return cmdServe(args, stdout, stderr)
 	case "check":
 		return cmdCheck(args, stdout, stderr)
 	case "demo":
@@ -121,11 +136,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "dlq":
 		return cmdDLQ(args, stdout, stderr)
 	case "echo":
-		return cmdEcho(args, stderr)
+		return cmdEcho(args, stdout, stderr)
 	case "health":
 		return cmdHealth(args, stdout, stderr)
 	case "schema":
 		return cmdSchema(args, stdout, stderr)
+	case "completion":
+		return cmdCompletion(args, stdout, stderr)
+	case "man":
+		return cmdMan(args, stdout, stderr)
+	case "reload":
+		return cmdReload(args, stdout, stderr)
 	case "version":
 		return cmdVersion(args, stdout, stderr)
 	}

@@ -9,7 +9,7 @@ import (
 
 // cmdSchema prints the JSON Schema of gateway.yaml.
 func cmdSchema(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("schema", stderr)
+	fs := newFlags("schema", stdout, stderr)
 	if code := parseFlags(fs, args, 0); code >= 0 {
 		return code
 	}

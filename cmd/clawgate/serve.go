@@ -18,12 +18,13 @@ import (
 )
 
 // cmdServe runs the gateway until SIGTERM or SIGINT; SIGHUP reloads the config.
-func cmdServe(args []string, stderr io.Writer) int {
-	fs := newFlags("serve", stderr)
+func cmdServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", stdout, stderr)
 	path := configFlag(fs)
 	grace := fs.Duration("grace", 25*time.Second, "how long requests in flight may take to finish at shutdown")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "lowest `level` logged: debug, info (one access line per delivery), warn, error")
+	listen := fs.String("listen", "", "serve deliveries on this `address` instead of the config's listen (e.g. 127.0.0.1:8080 to stay on loopback); kept across reloads")
 	flush := fs.Duration("log-flush", 100*time.Millisecond, "write log lines in batches at least once per `interval`; 0 writes each line at once")
 	if code := parseFlags(fs, args, 0); code >= 0 {
 		return code
@@ -46,7 +47,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	srv, err := server.Start(cfg, server.Options{Logger: log, Registry: prometheus.NewRegistry(), Version: version})
+	srv, err := server.Start(cfg, server.Options{Logger: log, Registry: prometheus.NewRegistry(), Version: version, Listen: *listen})
 	if err != nil {
 		fmt.Fprintf(stderr, "clawgate: %v\n", err)
 		return 1

@@ -10,7 +10,7 @@ import (
 // cmdVersion prints the version, the commit (from -ldflags, else from the
 // build's VCS stamp) and the Go version and platform.
 func cmdVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("version", stderr)
+	fs := newFlags("version", stdout, stderr)
 	if code := parseFlags(fs, args, 0); code >= 0 {
 		return code
 	}
