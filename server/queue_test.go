@@ -361,6 +361,7 @@ func (in *qInstance) gauge(name string) (float64, bool) {
 func (in *qInstance) adminJSON(method, path string, v any) int {
 	in.t.Helper()
 	req, _ := http.NewRequest(method, in.admin()+path, nil)
+	req.Header.Set(admin.Header, "1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		in.t.Fatalf("%s %s: %v", method, path, err)

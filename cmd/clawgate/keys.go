@@ -90,6 +90,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "clawgate keys: %v\n", err)
 		return 1
 	}
+	req.Header.Set(admin.Header, "1")
 	if tok := os.Getenv("CLAWGATE_ADMIN_TOKEN"); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
