@@ -29,7 +29,8 @@ const Group = "clawgate"
 //
 //	PREFIX webhook_qkey:T<key>   hash: st (queued|dead|done), eid, tok, fp,
 //	                             n (copies), first, last (ms), qa (tries
-//	                             this round), qt (tries in all), rec
+//	                             this round), qt (tries in all), ent (the
+//	                             stream entry last begun), rec
 //	                             (finished record); PX retention once
 //	                             finished or purged, no TTL before
 //	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; once
@@ -260,6 +261,7 @@ if h[1] ~= 'queued' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] or not ev[1] then
 end
 local qa = redis.call('HINCRBY', KEYS[1], 'qa', 1)
 local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
+redis.call('HSET', KEYS[1], 'ent', ARGV[1])
 return {1, qa, qt, ev[1], ev[2], h[4] or ''}
 `)
 	// KEYS: key hash, event, stream, retry, age, dlq.
@@ -380,14 +382,33 @@ end
 return 0
 `)
 	// KEYS: key hash, retry, stream. ARGV: eid, new tok, key.
-	// Puts a queued event that is in neither the stream nor the retry set
-	// back (after Redis lost the stream). Reply: 1 requeued, 0 not queued.
+	// Puts a queued event back (after Redis lost the stream) unless it
+	// still has a live entry: one waiting in the retry set, or one a
+	// consumer has begun (the key's "ent", set by Begin) that is still in
+	// the stream with the key's token. A begun entry must be left alone:
+	// a new token would make its owner's Settle stale and the requeued
+	// copy would be delivered a second time. A ready entry that nobody
+	// began yet may be superseded: its old token makes it a leftover.
+	// Reply: 1 requeued, 0 not queued or still live.
 	requeueScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok')
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'ent')
 if h[1] ~= 'queued' or h[2] ~= ARGV[1] then
   return 0
 end
-redis.call('ZREM', KEYS[2], ARGV[1] .. '|' .. h[3] .. '|' .. ARGV[3])
+if redis.call('ZSCORE', KEYS[2], ARGV[1] .. '|' .. h[3] .. '|' .. ARGV[3]) then
+  return 0
+end
+if h[4] then
+  local e = redis.call('XRANGE', KEYS[3], h[4], h[4])
+  if #e == 1 then
+    local f = e[1][2]
+    for i = 1, #f, 2 do
+      if f[i] == 't' and f[i + 1] == h[3] then
+        return 0
+      end
+    end
+  end
+end
 redis.call('HSET', KEYS[1], 'tok', ARGV[2])
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
 return 1
@@ -473,8 +494,12 @@ func (r *Redis) Read(ctx context.Context, route string, shard int, consumer stri
 var ErrGroupLost = errors.New("queue: the ready stream's consumer group was missing (Redis lost data or the stream was deleted); created it again and requeued the route's queued events")
 
 // recover creates shard's group again and requeues every queued event
-// that is not waiting to retry; entries that survived are dropped as
-// leftovers when read, since requeueing mints new tokens.
+// without a live entry (see requeueScript): not waiting to retry, not
+// begun by a consumer from an entry still in the stream. Ready entries
+// that survived are dropped as leftovers when read, since requeueing
+// mints new tokens. After a restart without persistence the stream holds
+// only the events that arrived since, each with its entry: they are read
+// from the recreated group and none is requeued.
 func (r *Redis) recover(ctx context.Context, route string, shard int) error {
 	cctx, cancel := r.ctx(ctx)
 	err := r.createGroup(cctx, route, shard)
