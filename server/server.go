@@ -168,7 +168,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		r.SubscribeResets(bg, gw.Forget)
 	}
 	if w, ok := raw.(durabilityWatcher); ok {
-		w.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m))
+		w.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m, func() []string { return redisQueueRoutes(gw.Config()) }))
 	}
 	var tlsConfig *tls.Config
 	if cert != nil {
@@ -497,10 +497,34 @@ func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.
 // again (and so how soon a restart is noticed).
 const durabilityInterval = 30 * time.Second
 
+// redisQueueRoutes names cfg's queue routes whose events live in Redis
+// (queue.backend redis).
+func redisQueueRoutes(cfg *config.Config) []string {
+	if cfg == nil || cfg.Queue.Backend != config.QueueRedis {
+		return nil
+	}
+	var names []string
+	for i := range cfg.Routes {
+		if cfg.Routes[i].Queued() {
+			names = append(names, cfg.Routes[i].Name)
+		}
+	}
+	return names
+}
+
 // durabilityReporter logs what the durability watch finds when it changes
-// (and every Redis restart), and keeps the store gauges current.
-func durabilityReporter(log *slog.Logger, m *metrics.Metrics) func(store.Durability, error) {
+// (and every Redis restart), and keeps the store gauges current. queued
+// names the queue routes kept in Redis (nil: none): a Redis that can lose
+// keys loses their queued and dead-lettered events too, which the
+// warnings then say.
+func durabilityReporter(log *slog.Logger, m *metrics.Metrics, queued func() []string) func(store.Durability, error) {
 	var last string
+	queueRoutes := func() string {
+		if queued == nil {
+			return ""
+		}
+		return strings.Join(queued(), ", ")
+	}
 	return func(d store.Durability, err error) {
 		if err != nil {
 			m.SetStoreDurability("unknown", "unknown", "unknown", -1)
@@ -516,11 +540,19 @@ func durabilityReporter(log *slog.Logger, m *metrics.Metrics) func(store.Durabil
 			m.StoreRestarts.Inc()
 			log.Warn("redis restarted (its run_id changed); without persistence its finished keys are gone and their next copies will be forwarded again",
 				"aof", aof, "rdb", rdb)
+			if qr := queueRoutes(); qr != "" && aof != "yes" && rdb != "yes" {
+				log.Error("redis restarted and writes nothing to disk (no AOF, no snapshots): the queue routes' events that were still queued or dead-lettered are gone too, each already acknowledged to its provider",
+					"queue_routes", qr, "aof", aof, "rdb", rdb)
+			}
 		}
 		if msg := strings.Join(d.Problems, "; "); msg != last {
 			last = msg
 			for _, p := range d.Problems {
 				log.Warn("redis can lose idempotency keys: " + p)
+			}
+			if qr := queueRoutes(); qr != "" && len(d.Problems) > 0 {
+				log.Warn("redis can lose the queue routes' events: a restart without persistence (or an eviction) drops every event still queued or dead-lettered, each already acknowledged to its provider; turn on appendonly and set maxmemory-policy noeviction",
+					"queue_routes", qr)
 			}
 			if len(d.Problems) == 0 {
 				log.Info("redis keeps its keys through a restart and does not evict them", "aof", aof, "rdb", rdb, "maxmemory_policy", policy)
