@@ -43,6 +43,7 @@ const Group = "clawgate"
 //	                             undelivered event: depth and lag
 //	PREFIX webhook_dlq:T         stream of dead-lettered events {e}; never
 //	                             trimmed
+//	PREFIX webhook_dlq_bytes:T   the dead-lettered events' payload bytes
 //	PREFIX webhook_queue_meta:{q:ROUTE}  the route's shard count, fixed
 //	                             once set
 //
@@ -106,6 +107,9 @@ func (r *Redis) ageSet(route string, shard int) string {
 }
 func (r *Redis) dlq(route string, shard int) string {
 	return r.prefix + "webhook_dlq:" + r.tag(route, shard)
+}
+func (r *Redis) dlqBytes(route string, shard int) string {
+	return r.prefix + "webhook_dlq_bytes:" + r.tag(route, shard)
 }
 
 func (r *Redis) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -264,7 +268,7 @@ local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
 redis.call('HSET', KEYS[1], 'ent', ARGV[1])
 return {1, qa, qt, ev[1], ev[2], h[4] or ''}
 `)
-	// KEYS: key hash, event, stream, retry, age, dlq.
+	// KEYS: key hash, event, stream, retry, age, dlq, dlq bytes.
 	// ARGV: entry id, consumer, tok, kind, now ms, key, then
 	//   done:  record, retention ms
 	//   retry: new tok, due ms
@@ -306,6 +310,7 @@ else
   redis.call('HDEL', KEYS[1], 'tok')
   local id = redis.call('XADD', KEYS[6], '*', 'e', eid)
   redis.call('HSET', KEYS[2], 'dlq', id, 'reason', ARGV[7], 'status', ARGV[8], 'err', ARGV[9], 'died', ARGV[5], 'attempts', h[4])
+  redis.call('INCRBY', KEYS[7], redis.call('HSTRLEN', KEYS[2], 'req'))
   redis.call('ZREM', KEYS[5], eid)
 end
 return 1
@@ -323,8 +328,8 @@ for _, m in ipairs(due) do
 end
 return #due
 `)
-	// KEYS: key hash, event, stream, dlq, age. ARGV: eid, new tok, key.
-	// Reply: 1 replayed, 0 not in the DLQ, -1 purged (no body).
+	// KEYS: key hash, event, stream, dlq, age, dlq bytes. ARGV: eid, new
+	// tok, key. Reply: 1 replayed, 0 not in the DLQ, -1 purged (no body).
 	replayScript = redis.NewScript(`
 local h = redis.call('HMGET', KEYS[1], 'st', 'eid')
 local e = redis.call('HMGET', KEYS[2], 'dlq', 'first', 'req')
@@ -332,6 +337,7 @@ if h[1] ~= 'dead' or h[2] ~= ARGV[1] or not e[1] then
   return 0
 end
 redis.call('XDEL', KEYS[4], e[1])
+redis.call('DECRBY', KEYS[6], e[3] and #e[3] or 0)
 redis.call('HDEL', KEYS[2], 'dlq', 'reason', 'status', 'err', 'died', 'attempts')
 redis.call('HSET', KEYS[1], 'st', 'queued', 'tok', ARGV[2], 'qa', 0)
 redis.call('PERSIST', KEYS[1])
@@ -339,7 +345,7 @@ redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
 redis.call('ZADD', KEYS[5], e[2], ARGV[1])
 return 1
 `)
-	// KEYS: key hash, event, dlq. ARGV: eid, retention ms.
+	// KEYS: key hash, event, dlq, dlq bytes. ARGV: eid, retention ms.
 	// Reply: 1 purged, 0 not in the DLQ.
 	purgeScript = redis.NewScript(`
 local h = redis.call('HMGET', KEYS[1], 'st', 'eid')
@@ -348,12 +354,13 @@ if not d or h[1] ~= 'dead' or h[2] ~= ARGV[1] then
   return 0
 end
 redis.call('XDEL', KEYS[3], d)
+redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', KEYS[2], 'req'))
 redis.call('DEL', KEYS[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
-	// KEYS: key hash, event, age, dlq. ARGV: the eid the key was read
-	// with ("" when it had none). Deletes the key and its event when the
+	// KEYS: key hash, event, age, dlq, dlq bytes. ARGV: the eid the key
+	// was read with ("" when it had none). Deletes the key and its event when the
 	// key still names that eid (reply 1; 0: it changed meanwhile, read it
 	// again); leftover entries are dropped by Begin or Settle.
 	cancelScript = redis.NewScript(`
@@ -364,6 +371,7 @@ if ARGV[1] ~= '' then
   local d = redis.call('HGET', KEYS[2], 'dlq')
   if d then
     redis.call('XDEL', KEYS[4], d)
+    redis.call('DECRBY', KEYS[5], redis.call('HSTRLEN', KEYS[2], 'req'))
   end
   redis.call('DEL', KEYS[2])
   redis.call('ZREM', KEYS[3], ARGV[1])
@@ -580,7 +588,7 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 	defer cancel()
 	l := j.Lease
 	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard),
-		r.retrySet(l.Route, l.Shard), r.ageSet(l.Route, l.Shard), r.dlq(l.Route, l.Shard)}
+		r.retrySet(l.Route, l.Shard), r.ageSet(l.Route, l.Shard), r.dlq(l.Route, l.Shard), r.dlqBytes(l.Route, l.Shard)}
 	args := []any{l.Entry, consumer, l.Token, "", s.At.UnixMilli(), l.Key}
 	switch s.Kind {
 	case SettleDelivered:
@@ -663,18 +671,26 @@ func (r *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 	depth := make([]*redis.IntCmd, shards)
 	dlq := make([]*redis.IntCmd, shards)
 	oldest := make([]*redis.ZSliceCmd, shards)
+	dlqBytes := make([]*redis.StringCmd, shards)
 	for s := range shards {
 		depth[s] = pipe.ZCard(ctx, r.ageSet(route, s))
 		dlq[s] = pipe.XLen(ctx, r.dlq(route, s))
+		dlqBytes[s] = pipe.Get(ctx, r.dlqBytes(route, s))
 		oldest[s] = pipe.ZRangeWithScores(ctx, r.ageSet(route, s), 0, 0)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return Stats{}, fail("stats", err)
-	}
+	_, _ = pipe.Exec(ctx) // each command's error is checked below
 	var st Stats
 	for s := range shards {
+		for _, err := range []error{depth[s].Err(), dlq[s].Err(), oldest[s].Err(), dlqBytes[s].Err()} {
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return Stats{}, fail("stats", err)
+			}
+		}
 		st.Depth += depth[s].Val()
 		st.DLQ += dlq[s].Val()
+		if n, err := dlqBytes[s].Int64(); err == nil && n > 0 {
+			st.DLQBytes += n
+		}
 		if z := oldest[s].Val(); len(z) == 1 {
 			t := time.UnixMilli(int64(z[0].Score))
 			if st.Oldest.IsZero() || t.Before(st.Oldest) {
@@ -826,7 +842,7 @@ func (r *Redis) Replay(ctx context.Context, route, id string) error {
 	if err != nil {
 		return err
 	}
-	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard)}
+	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard), r.dlqBytes(route, shard)}
 	n, err := r.run(ctx, replayScript, keys, id, newToken(), key).Int64()
 	if err != nil {
 		return fail("replay", err)
@@ -845,7 +861,7 @@ func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Dura
 	if err != nil {
 		return err
 	}
-	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard)}
+	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard), r.dlqBytes(route, shard)}
 	n, err := r.run(ctx, purgeScript, keys, id, max(1, retention.Milliseconds())).Int64()
 	if err != nil {
 		return fail("purge", err)
@@ -909,7 +925,7 @@ func (r *Redis) Delete(ctx context.Context, route, key string) (KeyState, error)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			return ks, err
 		}
-		keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard)}
+		keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard), r.dlqBytes(route, shard)}
 		n, err := r.run(ctx, cancelScript, keys, ks.EventID).Int64()
 		if err != nil {
 			return ks, fail("delete", err)

@@ -401,7 +401,11 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 		if queued > 0 {
 			log.Warn("memory queue: queued events are kept in this process only and lost when it stops; use store.backend: redis to keep them", "queue_routes", queued)
 		}
-		return queue.NewMemory(), nil
+		mq := queue.NewMemory()
+		// The finished keys it remembers count against the memory budget.
+		mq.MaxBytes = int64(cfg.Store.Memory.MaxBytes)
+		mq.OnEvict = m.StoreEvictions.Inc
+		return mq, nil
 	}
 }
 
@@ -461,6 +465,7 @@ func queueRoutes(cfg *config.Config) []queue.Route {
 		}
 		out = append(out, queue.Route{
 			Name: r.Name, Workers: r.Workers, MaxDepth: cfg.Queue.MaxDepth, Retention: r.Retention,
+			MaxDLQ: cfg.Queue.MaxDLQ, MaxDLQBytes: int64(cfg.Queue.MaxDLQBytes),
 			LockTTL: cfg.Dedupe.LockTTL, Shards: cfg.Queue.Shards,
 			Retry: queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max},
 		})

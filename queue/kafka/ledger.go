@@ -103,7 +103,9 @@ type Reservation struct {
 	// Lease bounds the enqueuing state: a reservation not confirmed by
 	// then is gone (the producer died or took too long). Counting
 	// further copies does not extend it.
-	Lease    time.Duration
+	Lease time.Duration
+	// MaxDepth bounds the route's undelivered events (0: no bound);
+	// negative (queue.RefuseNew): no new key is reserved (queue.Full).
 	MaxDepth int
 }
 

@@ -174,7 +174,7 @@ func (m *MemoryLedger) Reserve(_ context.Context, res Reservation) (Reserved, er
 	r := m.route(res.Route)
 	k := r.key(res.Key, now)
 	if k == nil {
-		if res.MaxDepth > 0 && len(r.age) >= res.MaxDepth {
+		if res.MaxDepth < 0 || res.MaxDepth > 0 && len(r.age) >= res.MaxDepth {
 			return Reserved{State: queue.Full}, nil
 		}
 		first := ledgerMs(res.FirstSeen)

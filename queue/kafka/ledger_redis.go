@@ -163,7 +163,7 @@ var (
 local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'fp', 'rec')
 if not h[1] then
   local cap = tonumber(ARGV[6]) or 0
-  if cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
+  if cap < 0 or cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
     return {3}
   end
   redis.call('DEL', KEYS[1])

@@ -537,6 +537,18 @@ var ledgerCases = []ledgerCase{
 		if got := ledgerMustReserve(t, l, re); got.State != queue.Enqueued {
 			t.Fatalf("Reserve with max depth 0 = %+v", got)
 		}
+		// queue.RefuseNew (the route's DLQ at its bound): no new key,
+		// known ones still reported.
+		rg := ledgerRes(clock, "g", "eg", "tg")
+		rg.MaxDepth = queue.RefuseNew
+		if got := ledgerMustReserve(t, l, rg); got.State != queue.Full {
+			t.Fatalf("Reserve with RefuseNew = %+v, want Full", got)
+		}
+		ledgerWantState(t, l, "g", queue.StateAbsent)
+		ra.MaxDepth = queue.RefuseNew
+		if got := ledgerMustReserve(t, l, ra); got.State != queue.Pending {
+			t.Fatalf("Reserve of a queued key with RefuseNew = %+v", got)
+		}
 	}},
 	{"Begin", func(t *testing.T, l ledgerUnderTest, clock *ledgerClock) {
 		first := clock.Now()
