@@ -66,7 +66,7 @@ func (m *Metrics) newQueue(reg prometheus.Registerer) {
 	}, []string{"route"})
 	m.QueueReclaims = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhook_queue_reclaimed_total",
-		Help: "Queue entries this instance took over after they were held for dedupe.lock_ttl without a result. Memory and Redis backends: entries of an instance that died or stalled while delivering them. Kafka backend: only entries this instance handed out and took back itself (a try that could not begin or settle against the ledger); a dead instance's records are redelivered by the consumer group's rebalance, read as new records by their partition's next owner, and not counted here.",
+		Help: "Queue entries this instance took over from an instance that died or stalled while delivering them: on Redis an entry held for dedupe.lock_ttl without a result; on Kafka a record another instance had begun and not settled, read again here after the consumer group moved its partition (and an entry of this instance's own held for lock_ttl after its try could not begin or settle against the ledger).",
 	}, []string{"route"})
 	m.DLQReplays = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhook_dlq_replays_total",

@@ -433,7 +433,7 @@ func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 	return kafka.New(kafka.Options{
 		Brokers: k.Brokers, TopicPrefix: k.TopicPrefix, ClientID: k.ClientID, Group: k.Group,
 		Partitions: int32(k.Partitions), Replication: int16(k.ReplicationFactor), CreateTopics: k.CreateTopics,
-		TLS: k.TLSConfig, SASL: mech, Ledger: ledger, Lag: m.SetKafkaLag, Log: log,
+		TLS: k.TLSConfig, SASL: mech, Ledger: ledger, Lag: m.SetKafkaLag, Reclaimed: m.QueueReclaimed, Log: log,
 		// A rebalance waits for the tries in flight, which the routes'
 		// timeouts bound inside lock_ttl.
 		DrainWait: cfg.Dedupe.LockTTL,

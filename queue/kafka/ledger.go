@@ -129,6 +129,10 @@ type Begun struct {
 	Fingerprint string
 	FirstSeen   time.Time
 	Try, Total  int64
+	// PrevOwner is the owner that had begun this same record before and
+	// never settled it ("" when none): the record is read again after
+	// that owner died, stalled or lost its partition.
+	PrevOwner string
 }
 
 // Settlement is what Settle records: queue.Settlement plus, for a retry,

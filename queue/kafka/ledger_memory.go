@@ -240,10 +240,14 @@ func (m *MemoryLedger) Begin(_ context.Context, route, key, eid, tok, pos, owner
 	if k == nil || k.eid != eid || tok == "" {
 		return Begun{}, false, nil
 	}
+	prev := ""
 	switch {
 	case (k.st == ledgerQueued || k.st == ledgerEnqueuing) && k.tok == tok:
 		if k.pos != "" && k.pos != pos {
 			return Begun{}, false, nil
+		}
+		if k.pos == pos {
+			prev = k.owner
 		}
 		if k.st == ledgerEnqueuing {
 			m.adopt(r, k)
@@ -264,7 +268,7 @@ func (m *MemoryLedger) Begin(_ context.Context, route, key, eid, tok, pos, owner
 	k.pos, k.owner = pos, owner
 	k.qa++
 	k.qt++
-	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt}, true, nil
+	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt, PrevOwner: prev}, true, nil
 }
 
 // revive moves a dead-lettered key back to queued for a replay.

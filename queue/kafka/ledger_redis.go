@@ -205,13 +205,17 @@ return 1
 	// KEYS: key hash, age, dead. ARGV: eid, tok, pos, owner.
 	// Reply: {0} leftover; {1, qa, qt, fp, first}.
 	ledgerBeginScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'pos', 'fp', 'first', 'ptok')
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'pos', 'fp', 'first', 'ptok', 'owner')
 if h[2] ~= ARGV[1] or ARGV[2] == '' then
   return {0}
 end
+local prev = ''
 if (h[1] == 'queued' or h[1] == 'enq') and h[3] == ARGV[2] then
   if h[4] and h[4] ~= '' and h[4] ~= ARGV[3] then
     return {0}
+  end
+  if h[4] == ARGV[3] then
+    prev = h[8] or ''
   end
   if h[1] == 'enq' then
     redis.call('HSET', KEYS[1], 'st', 'queued')
@@ -237,7 +241,7 @@ end
 redis.call('HSET', KEYS[1], 'pos', ARGV[3], 'owner', ARGV[4])
 local qa = redis.call('HINCRBY', KEYS[1], 'qa', 1)
 local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
-return {1, qa, qt, h[5] or '', h[6] or ''}
+return {1, qa, qt, h[5] or '', h[6] or '', prev}
 `)
 	// KEYS: key hash. ARGV: eid, tok, owner, next.
 	// Reply: 1 recorded, 0 not the owner, -1 stale (nothing changed).
@@ -516,7 +520,8 @@ func (l *RedisLedger) Begin(ctx context.Context, route, key, eid, tok, pos, owne
 	if !ok || code != 1 || !ok1 || !ok2 || !ok3 || !ok4 || perr != nil {
 		return Begun{}, false, ledgerCorrupt("begin", res)
 	}
-	return Begun{Fingerprint: fp, FirstSeen: ledgerTime(ms), Try: qa, Total: qt}, true, nil
+	prev, _ := ledgerElem[string](res, 5)
+	return Begun{Fingerprint: fp, FirstSeen: ledgerTime(ms), Try: qa, Total: qt, PrevOwner: prev}, true, nil
 }
 
 // Settle implements Ledger.
