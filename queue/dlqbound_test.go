@@ -110,3 +110,36 @@ func TestMemoryFinishedKeysBoundedByMaxBytes(t *testing.T) {
 		t.Fatalf("a reset left the finished bytes at %d", m.done)
 	}
 }
+
+// A DLQ written before its byte count existed (an upgrade) is counted
+// when the route is prepared, and the count never goes below zero.
+func TestRedisDLQByteCountFromAnOlderDLQ(t *testing.T) {
+	b, c, check := newInvariantRedis(t)
+	ctx := context.Background()
+	deadLetter(t, b, "old-0", msNow())
+	deadLetter(t, b, "old-1", msNow())
+	const counter = "test:webhook_dlq_bytes:{q:hooks:0}"
+	if err := c.Del(ctx, counter).Err(); err != nil { // as before the upgrade
+		t.Fatal(err)
+	}
+	if err := b.Prepare(ctx, testRoute, 1); err != nil {
+		t.Fatal(err)
+	}
+	check("the count from the DLQ")
+	if st := mustStats(t, b); st.DLQBytes != 10 {
+		t.Fatalf("DLQ bytes %d, want 10", st.DLQBytes)
+	}
+	if err := c.Set(ctx, counter, 3, 0).Err(); err != nil { // a count that drifted low
+		t.Fatal(err)
+	}
+	dead, _, err := b.ListDLQ(ctx, testRoute, "", 10)
+	if err != nil || len(dead) != 2 {
+		t.Fatalf("DLQ %v %v", dead, err)
+	}
+	if err := b.Purge(ctx, testRoute, dead[0].ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Get(ctx, counter).Int64(); err != nil || n != 0 {
+		t.Fatalf("count after a purge past zero: %d %v, want 0", n, err)
+	}
+}

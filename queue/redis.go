@@ -175,6 +175,53 @@ func (r *Redis) Prepare(ctx context.Context, route string, shards int) error {
 		if err := r.createGroup(ctx, route, s); err != nil {
 			return err
 		}
+		if err := r.countDLQBytes(ctx, route, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countDLQBytes sets shard's DLQ byte count from its events when it has
+// none yet (a DLQ written before the count existed); the count is kept by
+// the scripts from then on.
+func (r *Redis) countDLQBytes(ctx context.Context, route string, shard int) error {
+	key := r.dlqBytes(route, shard)
+	n, err := r.client.Exists(ctx, key).Result()
+	if err != nil {
+		return fail("prepare", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var total int64
+	start := "-"
+	for {
+		msgs, err := r.client.XRangeN(ctx, r.dlq(route, shard), start, "+", 1000).Result()
+		if err != nil {
+			return fail("prepare", err)
+		}
+		pipe := r.client.Pipeline()
+		lens := make([]*redis.IntCmd, len(msgs))
+		for i, m := range msgs {
+			eid, _ := m.Values["e"].(string)
+			lens[i] = pipe.HStrLen(ctx, r.event(route, shard, eid), "req")
+		}
+		if len(msgs) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return fail("prepare", err)
+			}
+		}
+		for _, c := range lens {
+			total += c.Val()
+		}
+		if len(msgs) < 1000 {
+			break
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+	if err := r.client.SetNX(ctx, key, total, 0).Err(); err != nil {
+		return fail("prepare", err)
 	}
 	return nil
 }
@@ -337,7 +384,9 @@ if h[1] ~= 'dead' or h[2] ~= ARGV[1] or not e[1] then
   return 0
 end
 redis.call('XDEL', KEYS[4], e[1])
-redis.call('DECRBY', KEYS[6], e[3] and #e[3] or 0)
+if redis.call('DECRBY', KEYS[6], e[3] and #e[3] or 0) < 0 then
+  redis.call('SET', KEYS[6], 0)
+end
 redis.call('HDEL', KEYS[2], 'dlq', 'reason', 'status', 'err', 'died', 'attempts')
 redis.call('HSET', KEYS[1], 'st', 'queued', 'tok', ARGV[2], 'qa', 0)
 redis.call('PERSIST', KEYS[1])
@@ -354,7 +403,9 @@ if not d or h[1] ~= 'dead' or h[2] ~= ARGV[1] then
   return 0
 end
 redis.call('XDEL', KEYS[3], d)
-redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', KEYS[2], 'req'))
+if redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', KEYS[2], 'req')) < 0 then
+  redis.call('SET', KEYS[4], 0)
+end
 redis.call('DEL', KEYS[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
@@ -371,7 +422,9 @@ if ARGV[1] ~= '' then
   local d = redis.call('HGET', KEYS[2], 'dlq')
   if d then
     redis.call('XDEL', KEYS[4], d)
-    redis.call('DECRBY', KEYS[5], redis.call('HSTRLEN', KEYS[2], 'req'))
+    if redis.call('DECRBY', KEYS[5], redis.call('HSTRLEN', KEYS[2], 'req')) < 0 then
+      redis.call('SET', KEYS[5], 0)
+    end
   end
   redis.call('DEL', KEYS[2])
   redis.call('ZREM', KEYS[3], ARGV[1])
