@@ -100,6 +100,20 @@ func TestMemoryFinishedKeysBoundedByMaxBytes(t *testing.T) {
 	if ks := mustGet(t, m, "k099"); ks.State != StateFinished {
 		t.Fatalf("the newest finished key: %+v", ks)
 	}
+	// The store's keys take their share of the budget first.
+	m.Others = func() int64 { return 12 << 10 }
+	key := "k100"
+	mustEnqueue(t, m, testEntry(key, "fp"), 1000)
+	j := mustBegin(t, m, readOne(t, m, "c"))
+	mustSettle(t, m, "c", j, Settlement{Kind: SettleDelivered, Retention: time.Hour, At: msNow(),
+		Outcome: store.Outcome{Status: 200, Body: body, Fingerprint: "fp"}}, Recorded)
+	m.mu.Lock()
+	done = m.done
+	m.mu.Unlock()
+	if done > 4<<10 {
+		t.Fatalf("finished keys take %d bytes beside the store's 12KiB, over the 16KiB budget", done)
+	}
+	m.Others = nil
 	// Forgetting a key (a reset, its retention) uncounts it.
 	if _, err := m.Delete(context.Background(), testRoute, "k099"); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,10 @@ type Memory struct {
 	// delivered again). 0: no bound. Queued and dead-lettered events are
 	// bounded by the routes' max_depth and DLQ bounds instead.
 	MaxBytes int64
+	// Others, if set, reports the bytes others already take of the same
+	// budget (the memory store's keys): the finished keys are kept within
+	// MaxBytes minus those.
+	Others func() int64
 	// OnEvict, if set, is called for each key forgotten for MaxBytes.
 	OnEvict func()
 
@@ -140,7 +144,11 @@ func (m *Memory) remember(r *memRoute, name string, k *memKey) {
 		return
 	}
 	m.order = append(m.order, memDone{r, name, k})
-	for m.MaxBytes > 0 && m.done > m.MaxBytes && len(m.order) > 1 {
+	var others int64
+	if m.Others != nil {
+		others = m.Others()
+	}
+	for m.done+others > m.MaxBytes && len(m.order) > 1 {
 		d := m.order[0]
 		m.order[0] = memDone{}
 		m.order = m.order[1:]

@@ -402,9 +402,13 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 			log.Warn("memory queue: queued events are kept in this process only and lost when it stops; use store.backend: redis to keep them", "queue_routes", queued)
 		}
 		mq := queue.NewMemory()
-		// The finished keys it remembers count against the memory budget.
+		// The finished keys it remembers count against the memory store's
+		// budget, after the store's own keys.
 		mq.MaxBytes = int64(cfg.Store.Memory.MaxBytes)
 		mq.OnEvict = m.StoreEvictions.Inc
+		if mem, ok := st.(interface{ Bytes() int64 }); ok {
+			mq.Others = mem.Bytes
+		}
 		return mq, nil
 	}
 }
