@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -273,7 +274,8 @@ func gaugeBool(b bool) float64 {
 // in constant time). Without one, the listener is on loopback, and only a
 // request whose Host names a loopback address is served: a web page that
 // rebinds its own domain to 127.0.0.1 (DNS rebinding) cannot reset keys or
-// read profiles through a browser.
+// read profiles through a browser. A state-changing request must also be
+// one a browser cannot send cross-site without a preflight (crossSite).
 func (a *api) auth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -285,8 +287,48 @@ func (a *api) auth(next http.HandlerFunc) http.Handler {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong admin token"})
 			return
 		}
+		if msg := crossSite(r); msg != "" {
+			a.Logger.Warn("admin: state-changing request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", msg)
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": msg})
+			return
+		}
 		next(w, r)
 	})
+}
+
+// Header must be sent (with any value, such as 1) on every admin request
+// that changes state (POST, PUT, PATCH, DELETE), unless the request's
+// Content-Type is application/json. Neither can be sent by a web page to
+// another site without a CORS preflight, which the admin listener never
+// answers: a page the operator opens cannot replay a DLQ, purge an event,
+// reset a key or reload the config through the operator's browser, token
+// or not. The clawgate CLI sends it.
+const Header = "X-Clawgate-Admin"
+
+// originCheck refuses a state-changing request a browser marks as sent
+// from another origin: Sec-Fetch-Site not same-origin (or none), or else
+// an Origin whose host is not the request's Host.
+var originCheck = http.NewCrossOriginProtection()
+
+// crossSite returns why a state-changing request is refused as one a
+// browser could have sent from another site, or "" to serve it. Reads
+// (GET, HEAD, OPTIONS) are always served: a page cannot read their
+// answers cross-site.
+func crossSite(r *http.Request) string {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return ""
+	}
+	if err := originCheck.Check(r); err != nil {
+		return "a state-changing admin request from another origin is refused (its Origin or Sec-Fetch-Site does not match the admin listener)"
+	}
+	if r.Header.Get(Header) != "" {
+		return ""
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+		return ""
+	}
+	return "a state-changing admin request needs the header " + Header + ": 1 (or Content-Type: application/json), which a browser cannot send cross-site without a preflight"
 }
 
 // tokenOK reports whether r carries the admin token as a bearer token.

@@ -119,6 +119,7 @@ func (c *cluster) deliver(i int, key string) *http.Response {
 func (c *cluster) call(i int, method, path, tok string) (int, admin.KeyState) {
 	c.t.Helper()
 	req, _ := http.NewRequest(method, c.nodes[i].admin.URL+path, nil)
+	req.Header.Set(admin.Header, "1")
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
@@ -136,6 +137,7 @@ func (c *cluster) call(i int, method, path, tok string) (int, admin.KeyState) {
 func (c *cluster) reset(i int, route, key string) (int, admin.ResetResult) {
 	c.t.Helper()
 	req, _ := http.NewRequest(http.MethodDelete, c.nodes[i].admin.URL+"/admin/keys/"+route+"/"+key, nil)
+	req.Header.Set(admin.Header, "1")
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -64,6 +64,12 @@ type dlqEnv struct {
 // rate events per second.
 func newDLQEnv(t *testing.T, rate float64) *dlqEnv {
 	t.Helper()
+	return newDLQEnvToken(t, rate, token)
+}
+
+// newDLQEnvToken is newDLQEnv with the admin token tok ("" for none).
+func newDLQEnvToken(t *testing.T, rate float64, tok string) *dlqEnv {
+	t.Helper()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	e := &dlqEnv{t: t, sender: &statusSender{}}
 	e.mgr = queue.New(queue.Options{Backend: queue.NewMemory(), Sender: e.sender, Metrics: nopRecorder{}, Log: log,
@@ -77,7 +83,7 @@ func newDLQEnv(t *testing.T, rate float64) *dlqEnv {
 	cfg := &config.Config{Routes: []config.Route{{Name: "orders"}, {Name: "hooks", Delivery: config.DeliveryQueue}}}
 	e.srv = httptest.NewServer(admin.Handler(admin.Options{
 		Gatherer: prometheus.NewRegistry(), Store: store.NewMemory(store.MemoryOptions{}), Gateway: stubGateway{cfg},
-		Queue: e.mgr, Token: token, Logger: log,
+		Queue: e.mgr, Token: tok, Logger: log,
 	}))
 	t.Cleanup(func() { e.srv.Close(); e.mgr.Close(time.Second) })
 	return e
@@ -143,6 +149,7 @@ func (e *dlqEnv) do(method, path, tok string) (int, []byte) {
 func doAdmin(t *testing.T, method, url, tok string) (int, []byte, http.Header) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, nil)
+	req.Header.Set(admin.Header, "1")
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}

@@ -50,6 +50,7 @@ routes:
 	// The delivery queue's series exist only for `delivery: queue` routes,
 	// from their first stats: export them as a queue route's refresher would.
 	m.SetQueueStats("orders", 0, 0, 0)
+	m.SetDLQFill("orders", 0)
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	srv := httptest.NewServer(gw)
 	defer srv.Close()

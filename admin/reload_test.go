@@ -42,6 +42,7 @@ func reloadServer(t *testing.T, tok string, r admin.Reloader) *httptest.Server {
 func postReload(t *testing.T, url, auth string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url+"/admin/reload", nil)
+	req.Header.Set(admin.Header, "1")
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}

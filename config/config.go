@@ -128,8 +128,10 @@ type Store struct {
 // backend.
 type Memory struct {
 	// MaxBytes bounds the memory the store's keys and stored answers take;
-	// past it the oldest finished keys are evicted first. Default 256MiB;
-	// must be positive.
+	// past it the oldest finished keys are evicted first. With queue
+	// routes on the memory queue, the finished keys the queue remembers
+	// with their answers count against it too (after the store's own: the
+	// queue forgets its oldest first). Default 256MiB; must be positive.
 	MaxBytes ByteSize `yaml:"max_bytes"`
 }
 
@@ -194,6 +196,18 @@ type Queue struct {
 	// MaxDepth bounds the events queued for one route; past it a new event
 	// gets 503 with Retry-After. Default 100000; must be at least 1.
 	MaxDepth int `yaml:"max_depth"`
+	// MaxDLQ bounds the events one route keeps dead-lettered: while its
+	// dead-letter queue holds as many, a new event gets 503 with
+	// Retry-After (copies of known events are still answered) until an
+	// operator replays or purges some. Events already queued that die
+	// meanwhile are kept, so the DLQ can pass the bound by up to max_depth.
+	// Default 10000; must be at least 1.
+	MaxDLQ int `yaml:"max_dlq"`
+	// MaxDLQBytes bounds, the same way, the payload bytes one route keeps
+	// dead-lettered (memory and redis backends; on kafka the dead-lettered
+	// events live in a topic and only max_dlq applies). Default 64MiB;
+	// must be positive.
+	MaxDLQBytes ByteSize `yaml:"max_dlq_bytes"`
 	// Shards is how many Redis Cluster hash slots each route's queue is
 	// spread over, from 1 to 256. Default 1. It is fixed once a route has
 	// queued events: the gateway refuses to start when it differs from the

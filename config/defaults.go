@@ -24,6 +24,8 @@ const (
 	DefaultMemoryMaxBytes   = 256 * MiB
 	DefaultRedisWaitTimeout = 100 * time.Millisecond
 	DefaultQueueMaxDepth    = 100000
+	DefaultQueueMaxDLQ      = 10000
+	DefaultQueueMaxDLQBytes = 64 * MiB
 	DefaultQueueShards      = 1
 	DefaultQueueReplayRate  = 50.0
 	DefaultKafkaTopicPrefix = "clawgate."
@@ -88,9 +90,11 @@ func Default() *Config {
 			ReplayBodyLimit: DefaultReplayBodyLimit,
 		},
 		Queue: Queue{
-			MaxDepth:   DefaultQueueMaxDepth,
-			Shards:     DefaultQueueShards,
-			ReplayRate: DefaultQueueReplayRate,
+			MaxDepth:    DefaultQueueMaxDepth,
+			MaxDLQ:      DefaultQueueMaxDLQ,
+			MaxDLQBytes: DefaultQueueMaxDLQBytes,
+			Shards:      DefaultQueueShards,
+			ReplayRate:  DefaultQueueReplayRate,
 			Kafka: Kafka{
 				TopicPrefix:       DefaultKafkaTopicPrefix,
 				ClientID:          DefaultKafkaClientID,

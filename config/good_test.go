@@ -75,7 +75,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 			Retention: 72 * time.Hour, ReplayBodyLimit: 64 << 10,
 		})
 		eq(t, "queue", cfg.Queue, Queue{
-			Backend: "memory", MaxDepth: 100000, Shards: 1, ReplayRate: 50,
+			Backend: "memory", MaxDepth: 100000, MaxDLQ: DefaultQueueMaxDLQ, MaxDLQBytes: DefaultQueueMaxDLQBytes, Shards: 1, ReplayRate: 50,
 			Kafka: Kafka{
 				TopicPrefix: "clawgate.", ClientID: "clawgate", Group: "clawgate",
 				Partitions: 3, ReplicationFactor: -1, CreateTopics: true,
@@ -130,7 +130,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 			OnError: "forward",
 		})
 		eq(t, "queue", cfg.Queue, Queue{
-			Backend: "redis", MaxDepth: 2000, Shards: 16, ReplayRate: 12.5,
+			Backend: "redis", MaxDepth: 2000, MaxDLQ: DefaultQueueMaxDLQ, MaxDLQBytes: DefaultQueueMaxDLQBytes, Shards: 16, ReplayRate: 12.5,
 			Kafka: withKafkaDefaults(Kafka{Brokers: []string{"10.0.1.1:9092", "10.0.1.2:9092"}, TopicPrefix: "cg."}),
 		})
 		eq(t, "dedupe", cfg.Dedupe, Dedupe{
@@ -173,7 +173,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 	"queue.yaml": func(t *testing.T, cfg *Config) {
 		// queue.backend is not written: it follows store.backend.
 		eq(t, "queue", cfg.Queue, Queue{
-			Backend: "redis", MaxDepth: 5000, Shards: 1, ReplayRate: 2.5,
+			Backend: "redis", MaxDepth: 5000, MaxDLQ: 500, MaxDLQBytes: 8 * MiB, Shards: 1, ReplayRate: 2.5,
 			Kafka: Default().Queue.Kafka,
 		})
 		eq(t, "warnings", cfg.Warnings, []string(nil))
@@ -217,7 +217,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		}
 		q.Kafka.TLSConfig = nil
 		eq(t, "queue", q, Queue{
-			Backend: QueueKafka, MaxDepth: 20000, Shards: 1, ReplayRate: 50,
+			Backend: QueueKafka, MaxDepth: 20000, MaxDLQ: DefaultQueueMaxDLQ, MaxDLQBytes: DefaultQueueMaxDLQBytes, Shards: 1, ReplayRate: 50,
 			Kafka: Kafka{
 				Brokers:     []string{"kafka-1:9092", "kafka-2.internal:9093", "[2001:db8::7]:9092"},
 				TopicPrefix: "prod.webhooks.", ClientID: "clawgate-prod", Group: "clawgate-prod",
@@ -232,7 +232,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 	},
 	"kafka_defaults.yaml": func(t *testing.T, cfg *Config) {
 		eq(t, "queue", cfg.Queue, Queue{
-			Backend: QueueKafka, MaxDepth: 100000, Shards: 1, ReplayRate: 50,
+			Backend: QueueKafka, MaxDepth: 100000, MaxDLQ: DefaultQueueMaxDLQ, MaxDLQBytes: DefaultQueueMaxDLQBytes, Shards: 1, ReplayRate: 50,
 			Kafka: withKafkaDefaults(Kafka{
 				Brokers: []string{"127.0.0.1:9092"},
 				SASL:    KafkaSASL{Mechanism: SASLPlain, Username: "clawgate", PasswordEnv: "KAFKA_PASSWORD", Password: testEnv["KAFKA_PASSWORD"]},

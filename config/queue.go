@@ -50,6 +50,12 @@ func (b *builder) checkQueue() {
 	if q.MaxDepth < 1 {
 		b.ps.add(b.line("queue", "max_depth"), "queue.max_depth", "must be at least 1, got %d", q.MaxDepth)
 	}
+	if q.MaxDLQ < 1 {
+		b.ps.add(b.line("queue", "max_dlq"), "queue.max_dlq", "must be at least 1, got %d", q.MaxDLQ)
+	}
+	if q.MaxDLQBytes <= 0 {
+		b.ps.add(b.line("queue", "max_dlq_bytes"), "queue.max_dlq_bytes", "must be positive, such as 64MiB, got %d", int64(q.MaxDLQBytes))
+	}
 	if q.Shards < 1 || q.Shards > maxQueueShards {
 		b.ps.add(b.line("queue", "shards"), "queue.shards", "must be from 1 to %d, got %d", maxQueueShards, q.Shards)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/clawgate/clawgate/metrics"
@@ -31,6 +32,7 @@ type Guard struct {
 
 	held     sync.Map       // scoped key -> owner token, for locks held right now
 	pending  sync.WaitGroup // background finishes
+	cut      atomic.Int64   // background finishes that gave up at Drain
 	stop     chan struct{}  // closed by Drain: background finishes give up
 	stopOnce sync.Once
 }
@@ -334,6 +336,7 @@ func (g *Guard) finishLater(f pendingFinish) {
 			}
 			select {
 			case <-g.stop:
+				g.cut.Add(1)
 				m.FinishDeferred("gave_up")
 				g.logUnrecorded(f.k.labels, "the gateway stopped")
 				return
@@ -435,7 +438,9 @@ func (g *Guard) ReleaseHeld(ctx context.Context) int {
 
 // Drain waits, until ctx is done, for the finished keys still being
 // recorded in the background, then makes those that remain give up (each
-// logs an error). It reports whether all were done in time.
+// logs an error). It reports whether all were done in time: false only
+// when a finish was really cut, not merely because ctx was already done
+// (a grace period spent elsewhere) on an instance with nothing pending.
 func (g *Guard) Drain(ctx context.Context) bool {
 	done := make(chan struct{})
 	go func() { g.pending.Wait(); close(done) }()
@@ -446,5 +451,5 @@ func (g *Guard) Drain(ctx context.Context) bool {
 	}
 	g.stopOnce.Do(func() { close(g.stop) })
 	<-done
-	return false
+	return g.cut.Load() == 0
 }

@@ -110,7 +110,9 @@ type Reservation struct {
 	// Lease bounds the enqueuing state: a reservation not confirmed by
 	// then is gone (the producer died or took too long). Counting
 	// further copies does not extend it.
-	Lease    time.Duration
+	Lease time.Duration
+	// MaxDepth bounds the route's undelivered events (0: no bound);
+	// negative (queue.RefuseNew): no new key is reserved (queue.Full).
 	MaxDepth int
 }
 
@@ -134,6 +136,10 @@ type Begun struct {
 	Fingerprint string
 	FirstSeen   time.Time
 	Try, Total  int64
+	// PrevOwner is the owner that had begun this same record before and
+	// never settled it ("" when none): the record is read again after
+	// that owner died, stalled or lost its partition.
+	PrevOwner string
 }
 
 // Settlement is what Settle records: queue.Settlement plus, for a retry,

@@ -174,7 +174,7 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 	r := m.route(res.Route)
 	k := r.key(res.Key, now)
 	if k == nil {
-		if res.MaxDepth > 0 && len(r.age) >= res.MaxDepth {
+		if res.MaxDepth < 0 || res.MaxDepth > 0 && len(r.age) >= res.MaxDepth {
 			return Reserved{State: queue.Full}, nil
 		}
 		first := ledgerMs(res.FirstSeen)
@@ -240,10 +240,14 @@ func (m *Memory) Begin(_ context.Context, route, key, eid, tok, pos, owner strin
 	if k == nil || k.eid != eid || tok == "" {
 		return Begun{}, false, nil
 	}
+	prev := ""
 	switch {
 	case (k.st == ledgerQueued || k.st == ledgerEnqueuing) && k.tok == tok:
 		if k.pos != "" && k.pos != pos {
 			return Begun{}, false, nil
+		}
+		if k.pos == pos {
+			prev = k.owner
 		}
 		if k.st == ledgerEnqueuing {
 			m.adopt(r, k)
@@ -264,7 +268,7 @@ func (m *Memory) Begin(_ context.Context, route, key, eid, tok, pos, owner strin
 	k.pos, k.owner = pos, owner
 	k.qa++
 	k.qt++
-	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt}, true, nil
+	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt, PrevOwner: prev}, true, nil
 }
 
 // revive moves a dead-lettered key back to queued for a replay.

@@ -183,7 +183,7 @@ var (
 local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'fp', 'rec')
 if not h[1] then
   local cap = tonumber(ARGV[6]) or 0
-  if cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
+  if cap < 0 or cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
     return {3}
   end
   redis.call('DEL', KEYS[1])
@@ -225,13 +225,17 @@ return 1
 	// KEYS: key hash, age, dead. ARGV: eid, tok, pos, owner.
 	// Reply: {0} leftover; {1, qa, qt, fp, first}.
 	ledgerBeginScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'pos', 'fp', 'first', 'ptok')
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'pos', 'fp', 'first', 'ptok', 'owner')
 if h[2] ~= ARGV[1] or ARGV[2] == '' then
   return {0}
 end
+local prev = ''
 if (h[1] == 'queued' or h[1] == 'enq') and h[3] == ARGV[2] then
   if h[4] and h[4] ~= '' and h[4] ~= ARGV[3] then
     return {0}
+  end
+  if h[4] == ARGV[3] then
+    prev = h[8] or ''
   end
   if h[1] == 'enq' then
     redis.call('HSET', KEYS[1], 'st', 'queued')
@@ -257,7 +261,7 @@ end
 redis.call('HSET', KEYS[1], 'pos', ARGV[3], 'owner', ARGV[4])
 local qa = redis.call('HINCRBY', KEYS[1], 'qa', 1)
 local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
-return {1, qa, qt, h[5] or '', h[6] or ''}
+return {1, qa, qt, h[5] or '', h[6] or '', prev}
 `)
 	// KEYS: key hash. ARGV: eid, tok, owner, next.
 	// Reply: 1 recorded, 0 not the owner, -1 stale (nothing changed).
@@ -536,7 +540,8 @@ func (l *Redis) Begin(ctx context.Context, route, key, eid, tok, pos, owner stri
 	if !ok || code != 1 || !ok1 || !ok2 || !ok3 || !ok4 || perr != nil {
 		return Begun{}, false, ledgerCorrupt("begin", res)
 	}
-	return Begun{Fingerprint: fp, FirstSeen: ledgerTime(ms), Try: qa, Total: qt}, true, nil
+	prev, _ := ledgerElem[string](res, 5)
+	return Begun{Fingerprint: fp, FirstSeen: ledgerTime(ms), Try: qa, Total: qt, PrevOwner: prev}, true, nil
 }
 
 // Settle implements Ledger.

@@ -60,6 +60,7 @@ type Metrics struct {
 	// `delivery: queue` routes only, created by the route's first
 	// SetQueueStats (or any other queue method).
 	DLQSize       *prometheus.GaugeVec     // dead_letter_queue_size{route}
+	DLQFill       *prometheus.GaugeVec     // dead_letter_queue_fill_ratio{route}
 	QueueDepth    *prometheus.GaugeVec     // webhook_queue_depth{route}
 	QueueLag      *prometheus.GaugeVec     // webhook_queue_lag_seconds{route}
 	QueueAttempts *prometheus.CounterVec   // webhook_delivery_attempts_total{route,outcome}

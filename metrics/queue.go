@@ -66,7 +66,7 @@ func (m *Metrics) newQueue(reg prometheus.Registerer) {
 	}, []string{"route"})
 	m.QueueReclaims = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhook_queue_reclaimed_total",
-		Help: "Queue entries this instance took over from an instance that died or stalled while delivering them.",
+		Help: "Queue entries this instance took over from an instance that died or stalled while delivering them: on Redis an entry held for dedupe.lock_ttl without a result; on Kafka a record another instance had begun and not settled, read again here after the consumer group moved its partition (and an entry of this instance's own held for lock_ttl after its try could not begin or settle against the ledger).",
 	}, []string{"route"})
 	m.DLQReplays = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhook_dlq_replays_total",
@@ -76,12 +76,16 @@ func (m *Metrics) newQueue(reg prometheus.Registerer) {
 		Name: "webhook_dlq_purges_total",
 		Help: "Events an operator purged from the route's dead-letter queue (their bodies dropped).",
 	}, []string{"route"})
+	m.DLQFill = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dead_letter_queue_fill_ratio",
+		Help: "How full the route's dead-letter queue is against its bound, from 0 to 1 (or above): the larger of its events over queue.max_dlq and its bytes over queue.max_dlq_bytes. At 1 new events of the route are answered 503 with Retry-After. Cluster-wide on Redis, like dead_letter_queue_size.",
+	}, []string{"route"})
 	m.KafkaLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kafka_consumer_lag",
 		Help: "Records in the route's main topic not yet committed by the consumer group: end offset minus committed offset, summed over partitions (queue.backend kafka only). The group is shared by every instance, which each report its lag; aggregate with max by (route).",
 	}, []string{"route"})
 	reg.MustRegister(m.DLQSize, m.QueueDepth, m.QueueLag, m.QueueAttempts, m.QueueDelays,
-		m.QueueReclaims, m.DLQReplays, m.DLQPurges, m.KafkaLag)
+		m.QueueReclaims, m.DLQReplays, m.DLQPurges, m.KafkaLag, m.DLQFill)
 }
 
 // queueRoute creates route's queue counters and histogram at 0, once.
@@ -156,6 +160,17 @@ func (m *Metrics) SetQueueStats(route string, depth, dlq int64, lagSeconds float
 	m.QueueLag.WithLabelValues(route).Set(lagSeconds)
 }
 
+// SetDLQFill sets route's dead_letter_queue_fill_ratio to ratio: how full
+// its dead-letter queue is against its bound (1: full; new events are
+// refused). A negative value counts as 0.
+func (m *Metrics) SetDLQFill(route string, ratio float64) {
+	m.queueRoute(route)
+	if ratio < 0 {
+		ratio = 0
+	}
+	m.DLQFill.WithLabelValues(route).Set(ratio)
+}
+
 // SetKafkaLag sets route's kafka_consumer_lag to lag, the records of the
 // route's main topic its consumer group has not committed yet (end offset
 // minus committed offset, summed over the partitions); a negative value
@@ -170,8 +185,8 @@ func (m *Metrics) SetKafkaLag(route string, lag int64) {
 	m.KafkaLag.WithLabelValues(route).Set(float64(lag))
 }
 
-// ForgetQueueRoute drops route's gauge series (depth, lag, DLQ size, Kafka
-// consumer lag), for a queue route a reload removed or turned into a
+// ForgetQueueRoute drops route's gauge series (depth, lag, DLQ size and
+// fill, Kafka consumer lag), for a queue route a reload removed or turned into a
 // synchronous one: a gauge left behind would report its last value forever
 // and keep DeadLetterQueueNotEmpty (or KafkaConsumerLagHigh) firing. Call
 // it once the route's stats refresher has stopped. The counters and the
@@ -181,4 +196,5 @@ func (m *Metrics) ForgetQueueRoute(route string) {
 	m.DLQSize.DeleteLabelValues(route)
 	m.QueueLag.DeleteLabelValues(route)
 	m.KafkaLag.DeleteLabelValues(route)
+	m.DLQFill.DeleteLabelValues(route)
 }

@@ -40,7 +40,11 @@ func (g *Gateway) queued(d *delivery) error {
 	if adm, ok := g.guard.Cached(d.scoped, d.fp, labels); ok {
 		return g.duplicate(d, adm)
 	}
-	req := newRequest(&d.in, rt.upstreamURI(&d.in, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.in.remoteAddr))
+	// The URI is stored relative to the route's upstream: a reload that
+	// moves the upstream sends the queued events to the new one, under
+	// its base path (Send).
+	req := newRequest(&d.in, rt.routeURI(&d.in, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.in.remoteAddr))
+	req.RouteRelative = true
 	ctx := d.in.context()
 	ack, err := g.queue.Enqueue(ctx, queue.Entry{
 		Route: rt.Name, Key: d.key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start,
@@ -107,7 +111,10 @@ func (g *Gateway) ackQueued(d *delivery, id string, replayed bool) error {
 
 // Send implements queue.Sender: one try of a queued event, on the route
 // as currently loaded (a reload's new upstream or timeout applies to the
-// next try).
+// next try). The route's current upstream applies whole, base path
+// included: events queued before a reload that moved it go to the new
+// upstream's base path (events queued by versions that stored the full
+// URI keep the base path they were queued with).
 func (g *Gateway) Send(ctx context.Context, name string, payload []byte, attempt int64) queue.Result {
 	rt := g.tbl.Load().byName[name]
 	if rt == nil {
@@ -116,6 +123,9 @@ func (g *Gateway) Send(ctx context.Context, name string, payload []byte, attempt
 	req, err := DecodeRequest(payload)
 	if err != nil {
 		return queue.Result{Err: err}
+	}
+	if req.RouteRelative {
+		req.URI, req.RouteRelative = rt.basePath+req.URI, false
 	}
 	t0 := time.Now()
 	ans, err := rt.upstream.Forward(ctx, req, attempt, rt.Timeout)

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
@@ -245,6 +247,13 @@ func TestRequestEncodingRoundTrip(t *testing.T) {
 			t.Fatalf("header %d: %q, want %q", i, got.Header[i], req.Header[i])
 		}
 	}
+	if got.RouteRelative {
+		t.Fatal("a full URI decodes as route-relative")
+	}
+	req.RouteRelative = true
+	if got, err := proxy.DecodeRequest(req.AppendBinary(nil)); err != nil || !got.RouteRelative || got.URI != req.URI {
+		t.Fatalf("route-relative round trip: %+v, %v", got, err)
+	}
 }
 
 func TestDecodeRequestRejectsDamage(t *testing.T) {
@@ -284,4 +293,55 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("re-encoding is not stable:\n%x\n%x", again, r2.AppendBinary(nil))
 		}
 	})
+}
+
+// A reload that moves a queue route's upstream (another host, another
+// base path) sends the events already queued to the new upstream under
+// its own base path: the queue stores the path relative to the route.
+// (Issue: they went to the new host with the old base path.)
+func TestQueueRouteReloadMovesQueuedEventsToTheNewUpstream(t *testing.T) {
+	doortest.ForEach(t, testQueueRouteReloadMovesQueuedEventsToTheNewUpstream)
+}
+
+func testQueueRouteReloadMovesQueuedEventsToTheNewUpstream(t *testing.T) {
+	old := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }
+	route := `    delivery: queue
+    workers: 2
+    retry: { max_attempts: 5, initial: 200ms, max: 200ms }
+    idempotency: { allow_unsigned_key: true }`
+	y := strings.Replace(baseConfig, "upstream: %UPSTREAM%", "upstream: %UPSTREAM%/base/", 1)
+	h := newHarness(t, old, withConfig(y), withRouteYAML(route), withQueue(queue.NewMemory()))
+	body := []byte(`{"id":"evt_move","amount":1}`)
+	if r := h.post(t, "/webhook/order?x=1", "evt_move", body); r.status != http.StatusAccepted {
+		t.Fatalf("delivery: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the first try on the old upstream", func() bool { return h.upCalls.Load() >= 1 })
+	h.mu.Lock()
+	first := h.upReqs[0].URL.RequestURI()
+	h.mu.Unlock()
+	if first != "/base/webhook/order?x=1" {
+		t.Fatalf("old upstream got %q", first)
+	}
+
+	got := make(chan string, 10)
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.RequestURI()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	defer moved.Close()
+	y2 := strings.ReplaceAll(strings.Replace(baseConfig, "upstream: %UPSTREAM%", "upstream: "+moved.URL+"/nb", 1), "%EXTRA%", route)
+	cfg, err := config.Parse([]byte(y2), "test.yaml", t.TempDir(), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.gw.Reload(cfg)
+	select {
+	case uri := <-got:
+		if uri != "/nb/webhook/order?x=1" {
+			t.Fatalf("the new upstream got %q, want /nb/webhook/order?x=1", uri)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued event never reached the new upstream")
+	}
 }

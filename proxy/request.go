@@ -17,7 +17,12 @@ type Request struct {
 	Method string
 	// URI is the request URI on the upstream: base path, the delivery's
 	// path (dot segments resolved, strip_prefix removed) and the query.
+	// With RouteRelative it lacks the base path.
 	URI string
+	// RouteRelative: URI is relative to the route's upstream, whose base
+	// path is prepended when the request is sent (queued requests: the
+	// upstream a reload gives the route applies to them whole).
+	RouteRelative bool
 	// Header holds name, value pairs in the order they are sent: the
 	// caller's end-to-end headers, then the gateway's own.
 	Header []string
@@ -163,13 +168,23 @@ func isClientAddressHeader(name string) bool {
 	return name == "X-Real-Ip" || name == "Forwarded"
 }
 
-// requestVersion is the first byte of an encoded Request.
-const requestVersion = 1
+// requestVersion is the first byte of an encoded Request;
+// requestVersionRelative marks one whose URI is relative to the route's
+// upstream (RouteRelative). Requests queued by earlier versions (1) hold
+// the full URI, base path included.
+const (
+	requestVersion         = 1
+	requestVersionRelative = 2
+)
 
 // AppendBinary appends r's encoding to dst: what the delivery queue stores
 // and a worker forwards later, byte for byte the same request.
 func (r *Request) AppendBinary(dst []byte) []byte {
-	dst = append(dst, requestVersion)
+	if r.RouteRelative {
+		dst = append(dst, requestVersionRelative)
+	} else {
+		dst = append(dst, requestVersion)
+	}
 	for _, s := range [...]string{r.Method, r.URI, r.Key, r.RequestID, r.Traceparent} {
 		dst = appendField(dst, s)
 	}
@@ -189,9 +204,10 @@ var ErrBadRequestEncoding = errors.New("proxy: damaged queued request")
 
 // DecodeRequest parses what AppendBinary made. The body aliases b.
 func DecodeRequest(b []byte) (*Request, error) {
-	if len(b) == 0 || b[0] != requestVersion {
+	if len(b) == 0 || b[0] != requestVersion && b[0] != requestVersionRelative {
 		return nil, ErrBadRequestEncoding
 	}
+	relative := b[0] == requestVersionRelative
 	b = b[1:]
 	next := func() (string, bool) {
 		n, k := binary.Uvarint(b)
@@ -209,7 +225,7 @@ func DecodeRequest(b []byte) (*Request, error) {
 			return nil, ErrBadRequestEncoding
 		}
 	}
-	r := &Request{Method: f[0], URI: f[1], Key: f[2], RequestID: f[3], Traceparent: f[4]}
+	r := &Request{Method: f[0], URI: f[1], Key: f[2], RequestID: f[3], Traceparent: f[4], RouteRelative: relative}
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n%2 != 0 || n > uint64(len(b)) {
 		return nil, ErrBadRequestEncoding

@@ -223,6 +223,13 @@ func hostOnly(host string) string {
 // then the query. The path is sent as the caller encoded it unless
 // resolving dot segments changed it.
 func (rt *route) upstreamURI(in *inbound, path string) string {
+	return rt.basePath + rt.routeURI(in, path)
+}
+
+// routeURI is upstreamURI without the upstream's base path: what a queue
+// route stores, so that a reload that moves the route's upstream sends
+// the events already queued to the new upstream under its own base path.
+func (rt *route) routeURI(in *inbound, path string) string {
 	var p string
 	if path == in.path {
 		p = in.escapedPath()
@@ -235,7 +242,6 @@ func (rt *route) upstreamURI(in *inbound, path string) string {
 			p = "/" + p
 		}
 	}
-	p = rt.basePath + p
 	if in.rawQuery != "" {
 		p += "?" + in.rawQuery
 	}

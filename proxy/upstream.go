@@ -146,6 +146,7 @@ func (f *fastUpstream) Forward(ctx context.Context, r *Request, attempt int64, t
 
 // errSwitchedProtocols: the upstream answered 101 Switching Protocols.
 var errSwitchedProtocols = errors.New("upstream answered 101 Switching Protocols to a request that asked for no upgrade")
+
 // hostPort is an http(s) URL's host:port, with the scheme's default port
 // when the URL has none.
 func hostPort(u *url.URL) string {

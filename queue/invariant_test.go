@@ -328,6 +328,16 @@ func shardProblems(t testing.TB, c redis.UniversalClient, prefix, route string, 
 			bad("event %s (key %q) is left without its key record (state %q)", eid, h["key"], st)
 		}
 	}
+	// The DLQ's byte count is its events' payloads.
+	var dlqBytes int64
+	for eid := range inDLQ {
+		dlqBytes += int64(len(events[eid]["req"]))
+	}
+	counted, err := c.Get(ctx, prefix+"webhook_dlq_bytes:"+tag).Int64()
+	must("the DLQ byte count", err)
+	if counted != dlqBytes {
+		bad("the DLQ byte count is %d, its events' payloads %d", counted, dlqBytes)
+	}
 	return problems
 }
 

@@ -43,6 +43,13 @@ type Route struct {
 	// MaxDepth bounds the route's undelivered events; past it Enqueue
 	// answers Full.
 	MaxDepth int
+	// MaxDLQ and MaxDLQBytes bound the route's dead-lettered events, by
+	// count and by payload bytes (0: no bound): while the DLQ holds as
+	// many, Enqueue answers Full to new events (copies of known ones are
+	// still answered). Events already queued that die meanwhile are kept,
+	// so the DLQ can pass the bound by at most MaxDepth events.
+	MaxDLQ      int
+	MaxDLQBytes int64
 	// Retention is how long a delivered (or purged) key is remembered.
 	Retention time.Duration
 	// LockTTL is how long an entry may be held by one instance before
@@ -188,7 +195,17 @@ func (m *Manager) Enqueue(ctx context.Context, e Entry) (Ack, error) {
 	if rn == nil {
 		return Ack{}, fmt.Errorf("%w: %q", ErrNoRoute, e.Route)
 	}
-	return m.o.Backend.Enqueue(ctx, e, rn.cfg.MaxDepth)
+	depth := rn.cfg.MaxDepth
+	if rn.dlqFull.Load() {
+		depth = RefuseNew
+	}
+	return m.o.Backend.Enqueue(ctx, e, depth)
+}
+
+// fillRecorder is a Recorder that also shows how full a route's DLQ is
+// against its bound (metrics.Metrics is one).
+type fillRecorder interface {
+	SetDLQFill(route string, ratio float64)
 }
 
 // Close stops every route: no more reads, the workers get grace to finish
@@ -225,6 +242,10 @@ type runner struct {
 	held map[string]Lease // entries read and not yet settled
 	// errLogged limits the backend-error log lines to one per episode.
 	errLogged atomic.Bool
+	// dlqFull: the DLQ held its bound at the last stats refresh (at least
+	// every StatsEvery, and at once after an event is dead-lettered,
+	// replayed or purged here); new events are refused meanwhile.
+	dlqFull atomic.Bool
 }
 
 func (m *Manager) start(r Route) *runner {
@@ -428,6 +449,7 @@ func (rn *runner) stats() {
 	if !st.Oldest.IsZero() {
 		lag = max(0, time.Since(st.Oldest).Seconds())
 	}
+	rn.dlqBound(st)
 	rn.m.o.Metrics.SetQueueStats(rn.cfg.Name, st.Depth, st.DLQ, lag)
 	if st.DLQ == 0 && rn.m.o.OnDrained != nil {
 		rn.m.o.OnDrained(rn.cfg.Name)
@@ -521,4 +543,28 @@ func (rn *runner) forget(l Lease) {
 	rn.mu.Lock()
 	delete(rn.held, l.Entry)
 	rn.mu.Unlock()
+}
+
+// dlqBound records whether st's DLQ holds the route's bound, logging when
+// new events start and stop being refused, and shows how full it is.
+func (rn *runner) dlqBound(st Stats) {
+	c := rn.cfg
+	fill := 0.0
+	if c.MaxDLQ > 0 {
+		fill = float64(st.DLQ) / float64(c.MaxDLQ)
+	}
+	if c.MaxDLQBytes > 0 {
+		fill = max(fill, float64(st.DLQBytes)/float64(c.MaxDLQBytes))
+	}
+	if f, ok := rn.m.o.Metrics.(fillRecorder); ok {
+		f.SetDLQFill(c.Name, fill)
+	}
+	full := (c.MaxDLQ > 0 || c.MaxDLQBytes > 0) && fill >= 1
+	switch was := rn.dlqFull.Swap(full); {
+	case full && !was:
+		rn.m.log.Error("queue: the route's dead-letter queue is full; new events are answered 503 until it is replayed or purged",
+			"route", c.Name, "dlq", st.DLQ, "max_dlq", c.MaxDLQ, "dlq_bytes", st.DLQBytes, "max_dlq_bytes", c.MaxDLQBytes)
+	case !full && was:
+		rn.m.log.Info("queue: the route's dead-letter queue is below its bound again; new events are queued", "route", c.Name, "dlq", st.DLQ, "dlq_bytes", st.DLQBytes)
+	}
 }

@@ -15,12 +15,40 @@ import (
 type Memory struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// MaxBytes bounds the estimated size of the finished (and purged)
+	// keys every route remembers for its retention, with their stored
+	// answers: when a finish would take them over it, the oldest are
+	// forgotten first (a provider's retry of one is then queued and
+	// delivered again). 0: no bound. Queued and dead-lettered events are
+	// bounded by the routes' max_depth and DLQ bounds instead.
+	MaxBytes int64
+	// Others, if set, reports the bytes others already take of the same
+	// budget (the memory store's keys): the finished keys are kept within
+	// MaxBytes minus those.
+	Others func() int64
+	// OnEvict, if set, is called for each key forgotten for MaxBytes.
+	OnEvict func()
 
 	mu     sync.Mutex
 	routes map[string]*memRoute
 	seq    uint64
 	swept  time.Time
+	// done is the estimated size of the finished keys; order lists them
+	// oldest first (an entry whose key moved on is skipped).
+	done  int64
+	order []memDone
 }
+
+// memDone is a finished key in the order of finishing.
+type memDone struct {
+	r    *memRoute
+	name string
+	k    *memKey
+}
+
+// memKeyOverhead is the estimated fixed size of one finished key's
+// record (map entry, struct, strings' headers).
+const memKeyOverhead = 256
 
 var _ Backend = (*Memory)(nil)
 
@@ -28,6 +56,7 @@ var _ Backend = (*Memory)(nil)
 func NewMemory() *Memory { return &Memory{routes: map[string]*memRoute{}} }
 
 type memRoute struct {
+	m       *Memory
 	keys    map[string]*memKey
 	events  map[string]*memEvent
 	ready   []memEntry
@@ -44,6 +73,7 @@ type memKey struct {
 	first, last  time.Time
 	rec          store.Outcome
 	expires      time.Time // zero: never
+	size         int64     // counted in Memory.done (finished or purged keys)
 }
 
 type memEvent struct {
@@ -80,7 +110,7 @@ func (m *Memory) now() time.Time {
 func (m *Memory) route(name string) *memRoute {
 	r := m.routes[name]
 	if r == nil {
-		r = &memRoute{keys: map[string]*memKey{}, events: map[string]*memEvent{}, pending: map[string]*memPending{},
+		r = &memRoute{m: m, keys: map[string]*memKey{}, events: map[string]*memEvent{}, pending: map[string]*memPending{},
 			retry: map[string]memRetry{}, dlq: map[string]uint64{}, wake: make(chan struct{})}
 		m.routes[name] = r
 	}
@@ -92,10 +122,50 @@ func (m *Memory) route(name string) *memRoute {
 func (r *memRoute) key(name string, now time.Time) *memKey {
 	k := r.keys[name]
 	if k != nil && !k.expires.IsZero() && !now.Before(k.expires) {
-		delete(r.keys, name)
+		r.forget(name, k)
 		return nil
 	}
 	return k
+}
+
+// forget drops key name, uncounting its size.
+func (r *memRoute) forget(name string, k *memKey) {
+	delete(r.keys, name)
+	r.m.done -= k.size
+	k.size = 0
+}
+
+// remember counts k, just finished or purged, against MaxBytes, forgetting
+// the oldest finished keys to keep within it (never k itself).
+func (m *Memory) remember(r *memRoute, name string, k *memKey) {
+	k.size = int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec.ContentType) + len(k.rec.Body) + len(k.rec.Fingerprint))
+	m.done += k.size
+	if m.MaxBytes <= 0 {
+		return
+	}
+	m.order = append(m.order, memDone{r, name, k})
+	var others int64
+	if m.Others != nil {
+		others = m.Others()
+	}
+	for m.done+others > m.MaxBytes && len(m.order) > 1 {
+		d := m.order[0]
+		m.order[0] = memDone{}
+		m.order = m.order[1:]
+		if d.k == k {
+			m.order = append(m.order, d)
+			continue
+		}
+		if d.r.keys[d.name] == d.k && d.k.size > 0 {
+			d.r.forget(d.name, d.k)
+			if m.OnEvict != nil {
+				m.OnEvict()
+			}
+		}
+	}
+	if len(m.order) > 64 && cap(m.order) > 4*len(m.order) {
+		m.order = append([]memDone(nil), m.order...)
+	}
 }
 
 func (m *Memory) push(r *memRoute, eid, tok, key string) {
@@ -217,6 +287,7 @@ func (m *Memory) Settle(_ context.Context, consumer string, j Job, s Settlement)
 		k.st, k.tok, k.rec = "done", "", s.Outcome
 		k.expires = m.now().Add(s.Retention)
 		delete(r.events, k.eid)
+		m.remember(r, j.Key, k)
 	case SettleRetry:
 		k.tok = newToken()
 		r.retry[k.eid+"|"+k.tok] = memRetry{memEntry: memEntry{eid: k.eid, tok: k.tok, key: j.Key}, due: s.Due}
@@ -254,6 +325,14 @@ func (m *Memory) Promote(_ context.Context, route string, _ int, now time.Time) 
 				rr.key(name, now)
 			}
 		}
+		live := m.order[:0]
+		for _, d := range m.order {
+			if d.r.keys[d.name] == d.k && d.k.size > 0 {
+				live = append(live, d)
+			}
+		}
+		clear(m.order[len(live):])
+		m.order = live
 	}
 	return len(due), nil
 }
@@ -295,6 +374,7 @@ func (m *Memory) Stats(_ context.Context, route string) (Stats, error) {
 	st := Stats{DLQ: int64(len(r.dlq))}
 	for eid, ev := range r.events {
 		if _, dead := r.dlq[eid]; dead {
+			st.DLQBytes += int64(len(ev.payload))
 			continue
 		}
 		st.Depth++
@@ -377,6 +457,7 @@ func (m *Memory) Purge(_ context.Context, route, id string, retention time.Durat
 	delete(r.events, id)
 	if k := r.key(ev.key, m.now()); k != nil && k.eid == id {
 		k.expires = m.now().Add(retention)
+		m.remember(r, ev.key, k)
 	}
 	return nil
 }
@@ -414,7 +495,7 @@ func (m *Memory) Delete(_ context.Context, route, key string) (KeyState, error) 
 	if k := r.keys[key]; k != nil {
 		delete(r.events, k.eid)
 		delete(r.dlq, k.eid)
-		delete(r.keys, key)
+		r.forget(key, k)
 	}
 	return ks, nil
 }

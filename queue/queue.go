@@ -156,6 +156,9 @@ type Stats struct {
 	Depth int64
 	// DLQ counts dead-lettered events.
 	DLQ int64
+	// DLQBytes is the size of the dead-lettered events' payloads (memory
+	// and Redis; 0 on Kafka, whose dead-lettered events live in a topic).
+	DLQBytes int64
 	// Oldest is when the oldest undelivered event was first seen; zero
 	// when Depth is 0.
 	Oldest time.Time
@@ -205,7 +208,8 @@ type Backend interface {
 	Shards(route string) int
 	// Enqueue claims e's key and stores e as a ready entry, or reports
 	// the key's state when it is already known; maxDepth bounds the
-	// route's undelivered events.
+	// route's undelivered events. RefuseNew (any negative maxDepth)
+	// answers Full to every new key, and still reports known ones.
 	Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 	// Read waits up to block for at most n ready entries of shard and
 	// hands them to consumer.
@@ -240,6 +244,10 @@ type Backend interface {
 	// dropped when read.
 	Delete(ctx context.Context, route, key string) (KeyState, error)
 }
+
+// RefuseNew as Enqueue's maxDepth stores no new event (Full) while still
+// answering copies of known keys: a route whose DLQ reached its bound.
+const RefuseNew = -1
 
 var (
 	// ErrNotFound: no such event in the route's DLQ.

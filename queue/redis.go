@@ -29,7 +29,8 @@ const Group = "clawgate"
 //
 //	PREFIX webhook_qkey:T<key>   hash: st (queued|dead|done), eid, tok, fp,
 //	                             n (copies), first, last (ms), qa (tries
-//	                             this round), qt (tries in all), rec
+//	                             this round), qt (tries in all), ent (the
+//	                             stream entry last begun), rec
 //	                             (finished record); PX retention once
 //	                             finished or purged, no TTL before
 //	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; once
@@ -42,6 +43,7 @@ const Group = "clawgate"
 //	                             undelivered event: depth and lag
 //	PREFIX webhook_dlq:T         stream of dead-lettered events {e}; never
 //	                             trimmed
+//	PREFIX webhook_dlq_bytes:T   the dead-lettered events' payload bytes
 //	PREFIX webhook_queue_meta:{q:ROUTE}  the route's shard count, fixed
 //	                             once set
 //
@@ -123,6 +125,9 @@ func (r *Redis) ageSet(route string, shard int) string {
 func (r *Redis) dlq(route string, shard int) string {
 	return r.prefix + "webhook_dlq:" + r.tag(route, shard)
 }
+func (r *Redis) dlqBytes(route string, shard int) string {
+	return r.prefix + "webhook_dlq_bytes:" + r.tag(route, shard)
+}
 
 func (r *Redis) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.timeout)
@@ -187,6 +192,53 @@ func (r *Redis) Prepare(ctx context.Context, route string, shards int) error {
 		if err := r.createGroup(ctx, route, s); err != nil {
 			return err
 		}
+		if err := r.countDLQBytes(ctx, route, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countDLQBytes sets shard's DLQ byte count from its events when it has
+// none yet (a DLQ written before the count existed); the count is kept by
+// the scripts from then on.
+func (r *Redis) countDLQBytes(ctx context.Context, route string, shard int) error {
+	key := r.dlqBytes(route, shard)
+	n, err := r.client.Exists(ctx, key).Result()
+	if err != nil {
+		return fail("prepare", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var total int64
+	start := "-"
+	for {
+		msgs, err := r.client.XRangeN(ctx, r.dlq(route, shard), start, "+", 1000).Result()
+		if err != nil {
+			return fail("prepare", err)
+		}
+		pipe := r.client.Pipeline()
+		lens := make([]*redis.IntCmd, len(msgs))
+		for i, m := range msgs {
+			eid, _ := m.Values["e"].(string)
+			lens[i] = pipe.HStrLen(ctx, r.event(route, shard, eid), "req")
+		}
+		if len(msgs) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return fail("prepare", err)
+			}
+		}
+		for _, c := range lens {
+			total += c.Val()
+		}
+		if len(msgs) < 1000 {
+			break
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+	if err := r.client.SetNX(ctx, key, total, 0).Err(); err != nil {
+		return fail("prepare", err)
 	}
 	return nil
 }
@@ -277,9 +329,10 @@ if h[1] ~= 'queued' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] or not ev[1] then
 end
 local qa = redis.call('HINCRBY', KEYS[1], 'qa', 1)
 local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
+redis.call('HSET', KEYS[1], 'ent', ARGV[1])
 return {1, qa, qt, ev[1], ev[2], h[4] or ''}
 `)
-	// KEYS: key hash, event, stream, retry, age, dlq.
+	// KEYS: key hash, event, stream, retry, age, dlq, dlq bytes.
 	// ARGV: entry id, consumer, tok, kind, now ms, key, then
 	//   done:  record, retention ms
 	//   retry: new tok, due ms
@@ -321,6 +374,7 @@ else
   redis.call('HDEL', KEYS[1], 'tok')
   local id = redis.call('XADD', KEYS[6], '*', 'e', eid)
   redis.call('HSET', KEYS[2], 'dlq', id, 'reason', ARGV[7], 'status', ARGV[8], 'err', ARGV[9], 'died', ARGV[5], 'attempts', h[4])
+  redis.call('INCRBY', KEYS[7], redis.call('HSTRLEN', KEYS[2], 'req'))
   redis.call('ZREM', KEYS[5], eid)
 end
 return 1
@@ -338,8 +392,8 @@ for _, m in ipairs(due) do
 end
 return #due
 `)
-	// KEYS: key hash, event, stream, dlq, age. ARGV: eid, new tok, key.
-	// Reply: 1 replayed, 0 not in the DLQ, -1 purged (no body).
+	// KEYS: key hash, event, stream, dlq, age, dlq bytes. ARGV: eid, new
+	// tok, key. Reply: 1 replayed, 0 not in the DLQ, -1 purged (no body).
 	replayScript = redis.NewScript(`
 local h = redis.call('HMGET', KEYS[1], 'st', 'eid')
 local e = redis.call('HMGET', KEYS[2], 'dlq', 'first', 'req')
@@ -347,6 +401,9 @@ if h[1] ~= 'dead' or h[2] ~= ARGV[1] or not e[1] then
   return 0
 end
 redis.call('XDEL', KEYS[4], e[1])
+if redis.call('DECRBY', KEYS[6], e[3] and #e[3] or 0) < 0 then
+  redis.call('SET', KEYS[6], 0)
+end
 redis.call('HDEL', KEYS[2], 'dlq', 'reason', 'status', 'err', 'died', 'attempts')
 redis.call('HSET', KEYS[1], 'st', 'queued', 'tok', ARGV[2], 'qa', 0)
 redis.call('PERSIST', KEYS[1])
@@ -354,7 +411,7 @@ redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
 redis.call('ZADD', KEYS[5], e[2], ARGV[1])
 return 1
 `)
-	// KEYS: key hash, event, dlq. ARGV: eid, retention ms.
+	// KEYS: key hash, event, dlq, dlq bytes. ARGV: eid, retention ms.
 	// Reply: 1 purged, 0 not in the DLQ.
 	purgeScript = redis.NewScript(`
 local h = redis.call('HMGET', KEYS[1], 'st', 'eid')
@@ -363,12 +420,15 @@ if not d or h[1] ~= 'dead' or h[2] ~= ARGV[1] then
   return 0
 end
 redis.call('XDEL', KEYS[3], d)
+if redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', KEYS[2], 'req')) < 0 then
+  redis.call('SET', KEYS[4], 0)
+end
 redis.call('DEL', KEYS[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
-	// KEYS: key hash, event, age, dlq. ARGV: the eid the key was read
-	// with ("" when it had none). Deletes the key and its event when the
+	// KEYS: key hash, event, age, dlq, dlq bytes. ARGV: the eid the key
+	// was read with ("" when it had none). Deletes the key and its event when the
 	// key still names that eid (reply 1; 0: it changed meanwhile, read it
 	// again); leftover entries are dropped by Begin or Settle.
 	cancelScript = redis.NewScript(`
@@ -379,6 +439,9 @@ if ARGV[1] ~= '' then
   local d = redis.call('HGET', KEYS[2], 'dlq')
   if d then
     redis.call('XDEL', KEYS[4], d)
+    if redis.call('DECRBY', KEYS[5], redis.call('HSTRLEN', KEYS[2], 'req')) < 0 then
+      redis.call('SET', KEYS[5], 0)
+    end
   end
   redis.call('DEL', KEYS[2])
   redis.call('ZREM', KEYS[3], ARGV[1])
@@ -397,14 +460,33 @@ end
 return 0
 `)
 	// KEYS: key hash, retry, stream. ARGV: eid, new tok, key.
-	// Puts a queued event that is in neither the stream nor the retry set
-	// back (after Redis lost the stream). Reply: 1 requeued, 0 not queued.
+	// Puts a queued event back (after Redis lost the stream) unless it
+	// still has a live entry: one waiting in the retry set, or one a
+	// consumer has begun (the key's "ent", set by Begin) that is still in
+	// the stream with the key's token. A begun entry must be left alone:
+	// a new token would make its owner's Settle stale and the requeued
+	// copy would be delivered a second time. A ready entry that nobody
+	// began yet may be superseded: its old token makes it a leftover.
+	// Reply: 1 requeued, 0 not queued or still live.
 	requeueScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok')
+local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'ent')
 if h[1] ~= 'queued' or h[2] ~= ARGV[1] then
   return 0
 end
-redis.call('ZREM', KEYS[2], ARGV[1] .. '|' .. h[3] .. '|' .. ARGV[3])
+if redis.call('ZSCORE', KEYS[2], ARGV[1] .. '|' .. h[3] .. '|' .. ARGV[3]) then
+  return 0
+end
+if h[4] then
+  local e = redis.call('XRANGE', KEYS[3], h[4], h[4])
+  if #e == 1 then
+    local f = e[1][2]
+    for i = 1, #f, 2 do
+      if f[i] == 't' and f[i + 1] == h[3] then
+        return 0
+      end
+    end
+  end
+end
 redis.call('HSET', KEYS[1], 'tok', ARGV[2])
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
 return 1
@@ -490,8 +572,12 @@ func (r *Redis) Read(ctx context.Context, route string, shard int, consumer stri
 var ErrGroupLost = errors.New("queue: the ready stream's consumer group was missing (Redis lost data or the stream was deleted); created it again and requeued the route's queued events")
 
 // recover creates shard's group again and requeues every queued event
-// that is not waiting to retry; entries that survived are dropped as
-// leftovers when read, since requeueing mints new tokens.
+// without a live entry (see requeueScript): not waiting to retry, not
+// begun by a consumer from an entry still in the stream. Ready entries
+// that survived are dropped as leftovers when read, since requeueing
+// mints new tokens. After a restart without persistence the stream holds
+// only the events that arrived since, each with its entry: they are read
+// from the recreated group and none is requeued.
 func (r *Redis) recover(ctx context.Context, route string, shard int) error {
 	cctx, cancel := r.ctx(ctx)
 	err := r.createGroup(cctx, route, shard)
@@ -572,7 +658,7 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 	defer cancel()
 	l := j.Lease
 	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard),
-		r.retrySet(l.Route, l.Shard), r.ageSet(l.Route, l.Shard), r.dlq(l.Route, l.Shard)}
+		r.retrySet(l.Route, l.Shard), r.ageSet(l.Route, l.Shard), r.dlq(l.Route, l.Shard), r.dlqBytes(l.Route, l.Shard)}
 	args := []any{l.Entry, consumer, l.Token, "", s.At.UnixMilli(), l.Key}
 	switch s.Kind {
 	case SettleDelivered:
@@ -655,18 +741,26 @@ func (r *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 	depth := make([]*redis.IntCmd, shards)
 	dlq := make([]*redis.IntCmd, shards)
 	oldest := make([]*redis.ZSliceCmd, shards)
+	dlqBytes := make([]*redis.StringCmd, shards)
 	for s := range shards {
 		depth[s] = pipe.ZCard(ctx, r.ageSet(route, s))
 		dlq[s] = pipe.XLen(ctx, r.dlq(route, s))
+		dlqBytes[s] = pipe.Get(ctx, r.dlqBytes(route, s))
 		oldest[s] = pipe.ZRangeWithScores(ctx, r.ageSet(route, s), 0, 0)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return Stats{}, fail("stats", err)
-	}
+	_, _ = pipe.Exec(ctx) // each command's error is checked below
 	var st Stats
 	for s := range shards {
+		for _, err := range []error{depth[s].Err(), dlq[s].Err(), oldest[s].Err(), dlqBytes[s].Err()} {
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return Stats{}, fail("stats", err)
+			}
+		}
 		st.Depth += depth[s].Val()
 		st.DLQ += dlq[s].Val()
+		if n, err := dlqBytes[s].Int64(); err == nil && n > 0 {
+			st.DLQBytes += n
+		}
 		if z := oldest[s].Val(); len(z) == 1 {
 			t := time.UnixMilli(int64(z[0].Score))
 			if st.Oldest.IsZero() || t.Before(st.Oldest) {
@@ -818,7 +912,7 @@ func (r *Redis) Replay(ctx context.Context, route, id string) error {
 	if err != nil {
 		return err
 	}
-	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard)}
+	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard), r.dlqBytes(route, shard)}
 	n, err := r.runDurable(ctx, replayScript, keys, id, newToken(), key).Int64()
 	if err != nil {
 		return fail("replay", err)
@@ -837,7 +931,7 @@ func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Dura
 	if err != nil {
 		return err
 	}
-	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard)}
+	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard), r.dlqBytes(route, shard)}
 	n, err := r.runDurable(ctx, purgeScript, keys, id, max(1, retention.Milliseconds())).Int64()
 	if err != nil {
 		return fail("purge", err)
@@ -901,7 +995,7 @@ func (r *Redis) Delete(ctx context.Context, route, key string) (KeyState, error)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			return ks, err
 		}
-		keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard)}
+		keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard), r.dlqBytes(route, shard)}
 		n, err := r.run(ctx, cancelScript, keys, ks.EventID).Int64()
 		if err != nil {
 			return ks, fail("delete", err)

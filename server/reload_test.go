@@ -173,6 +173,7 @@ func TestAdminReload(t *testing.T) {
 	post := func(token string) (int, admin.ReloadResult) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, url, nil)
+		req.Header.Set(admin.Header, "1")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}

@@ -196,7 +196,7 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		r.SubscribeResets(bg, gw.Forget)
 	}
 	if w, ok := raw.(durabilityWatcher); ok {
-		w.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m))
+		w.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m, func() []string { return redisQueueRoutes(gw.Config()) }))
 	}
 	var tlsConfig *tls.Config
 	if cert != nil {
@@ -443,7 +443,15 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 		if queued > 0 {
 			log.Warn("memory queue: queued events are kept in this process only and lost when it stops; use store.backend: redis to keep them", "queue_routes", queued)
 		}
-		return queue.NewMemory(), nil
+		mq := queue.NewMemory()
+		// The finished keys it remembers count against the memory store's
+		// budget, after the store's own keys.
+		mq.MaxBytes = int64(cfg.Store.Memory.MaxBytes)
+		mq.OnEvict = m.StoreEvictions.Inc
+		if mem, ok := st.(interface{ Bytes() int64 }); ok {
+			mq.Others = mem.Bytes
+		}
+		return mq, nil
 	}
 }
 
@@ -472,7 +480,7 @@ func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 	return kafka.New(kafka.Options{
 		Brokers: k.Brokers, TopicPrefix: k.TopicPrefix, ClientID: k.ClientID, Group: k.Group,
 		Partitions: int32(k.Partitions), Replication: int16(k.ReplicationFactor), CreateTopics: k.CreateTopics,
-		TLS: k.TLSConfig, SASL: mech, Ledger: keys, Lag: m.SetKafkaLag, Log: log,
+		TLS: k.TLSConfig, SASL: mech, Ledger: keys, Lag: m.SetKafkaLag, Reclaimed: m.QueueReclaimed, Log: log,
 		// A rebalance waits for the tries in flight, which the routes'
 		// timeouts bound inside lock_ttl.
 		DrainWait: cfg.Dedupe.LockTTL,
@@ -504,6 +512,7 @@ func queueRoutes(cfg *config.Config) []queue.Route {
 		}
 		out = append(out, queue.Route{
 			Name: r.Name, Workers: r.Workers, MaxDepth: cfg.Queue.MaxDepth, Retention: r.Retention,
+			MaxDLQ: cfg.Queue.MaxDLQ, MaxDLQBytes: int64(cfg.Queue.MaxDLQBytes),
 			LockTTL: cfg.Dedupe.LockTTL, Shards: cfg.Queue.Shards,
 			Retry: queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max},
 		})
@@ -540,10 +549,34 @@ func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.
 // again (and so how soon a restart is noticed).
 const durabilityInterval = 30 * time.Second
 
+// redisQueueRoutes names cfg's queue routes whose events live in Redis
+// (queue.backend redis).
+func redisQueueRoutes(cfg *config.Config) []string {
+	if cfg == nil || cfg.Queue.Backend != config.QueueRedis {
+		return nil
+	}
+	var names []string
+	for i := range cfg.Routes {
+		if cfg.Routes[i].Queued() {
+			names = append(names, cfg.Routes[i].Name)
+		}
+	}
+	return names
+}
+
 // durabilityReporter logs what the durability watch finds when it changes
-// (and every Redis restart), and keeps the store gauges current.
-func durabilityReporter(log *slog.Logger, m *metrics.Metrics) func(store.Durability, error) {
+// (and every Redis restart), and keeps the store gauges current. queued
+// names the queue routes kept in Redis (nil: none): a Redis that can lose
+// keys loses their queued and dead-lettered events too, which the
+// warnings then say.
+func durabilityReporter(log *slog.Logger, m *metrics.Metrics, queued func() []string) func(store.Durability, error) {
 	var last string
+	queueRoutes := func() string {
+		if queued == nil {
+			return ""
+		}
+		return strings.Join(queued(), ", ")
+	}
 	return func(d store.Durability, err error) {
 		if err != nil {
 			m.SetStoreDurability("unknown", "unknown", "unknown", -1)
@@ -559,11 +592,19 @@ func durabilityReporter(log *slog.Logger, m *metrics.Metrics) func(store.Durabil
 			m.StoreRestarts.Inc()
 			log.Warn("redis restarted (its run_id changed); without persistence its finished keys are gone and their next copies will be forwarded again",
 				"aof", aof, "rdb", rdb)
+			if qr := queueRoutes(); qr != "" && aof != "yes" && rdb != "yes" {
+				log.Error("redis restarted and writes nothing to disk (no AOF, no snapshots): the queue routes' events that were still queued or dead-lettered are gone too, each already acknowledged to its provider",
+					"queue_routes", qr, "aof", aof, "rdb", rdb)
+			}
 		}
 		if msg := strings.Join(d.Problems, "; "); msg != last {
 			last = msg
 			for _, p := range d.Problems {
 				log.Warn("redis can lose idempotency keys: " + p)
+			}
+			if qr := queueRoutes(); qr != "" && len(d.Problems) > 0 {
+				log.Warn("redis can lose the queue routes' events: a restart without persistence (or an eviction) drops every event still queued or dead-lettered, each already acknowledged to its provider; turn on appendonly and set maxmemory-policy noeviction",
+					"queue_routes", qr)
 			}
 			if len(d.Problems) == 0 {
 				log.Info("redis keeps its keys through a restart and does not evict them", "aof", aof, "rdb", rdb, "maxmemory_policy", policy)

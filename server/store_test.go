@@ -58,7 +58,7 @@ func TestDurabilityReporterFollowsARedisRestart(t *testing.T) {
 		err error
 	}
 	reports := make(chan reportOf)
-	report := durabilityReporter(slog.New(slog.NewJSONHandler(io.Discard, nil)), m)
+	report := durabilityReporter(slog.New(slog.NewJSONHandler(io.Discard, nil)), m, nil)
 	r.WatchDurability(ctx, 10*time.Millisecond, func(d store.Durability, err error) {
 		report(d, err)
 		select {

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/clawgate/clawgate/config"
 )
@@ -34,6 +35,8 @@ func run(args []string) int {
 	seed := fs.Uint64("seed", def.Seed, "PRNG `seed` for copies, targets, backoff, upstream answers and the fault plan")
 	duration := fs.Duration("duration", def.Duration, "hard cap on the whole run, build included; children are killed at it (100s with -short)")
 	kills := fs.Int("kills", def.Kills, "gateway SIGKILLs, each followed by a restart ~1 s later (1 with -short)")
+	terms := fs.Int("terms", def.Terms, "gateway SIGTERMs (a drain of -grace 3s), each followed by a restart ~1 s later")
+	queued := fs.Bool("queue", false, "the route with delivery: queue on Redis Streams: acknowledged is the 202, and the run waits for the queue to deliver")
 	restarts := fs.Int("redis-restarts", def.RedisRestarts, "Redis restarts, SIGKILL and SIGTERM alternately, down 1-2 s each (1 with -short)")
 	rate := fs.Float64("rate", def.Rate, "events started per second (100 with -short)")
 	conc := fs.Int("concurrency", def.Concurrency, "deliveries in flight at most")
@@ -61,6 +64,8 @@ func run(args []string) int {
 			o.Duration = *duration
 		case "kills":
 			o.Kills = *kills
+		case "terms":
+			o.Terms = *terms
 		case "redis-restarts":
 			o.RedisRestarts = *restarts
 		case "rate":
@@ -70,6 +75,12 @@ func run(args []string) int {
 		}
 	})
 	o.Keep, o.Verbose, o.Log = *keep, *verbose, os.Stderr
+	if *queued {
+		o.Queue = true
+		if o.DrainWait == 0 {
+			o.DrainWait = 60 * time.Second
+		}
+	}
 	o.Server = config.ServerKind(*server)
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "soak: %v\n", err)

@@ -148,8 +148,9 @@ func (p *provider) deliver(ctx context.Context, ev *eventState, rng *rand.Rand) 
 			ev.mu.Lock()
 			ev.acked++
 			// The upstream's 200 names the event: a replay of another
-			// event's answer would be a wrong answer.
-			if !bytes.Contains(body, []byte(`"id":"`+ev.id+`"`)) {
+			// event's answer would be a wrong answer. A queue route's 202
+			// names it as its key.
+			if !bytes.Contains(body, []byte(`"id":"`+ev.id+`"`)) && !(p.o.Queue && bytes.Contains(body, []byte(`"key":"`+ev.id+`"`))) {
 				ev.wrong++
 			}
 			ev.mu.Unlock()
@@ -185,6 +186,25 @@ func (p *provider) deliver(ctx context.Context, ev *eventState, rng *rand.Rand) 
 			return
 		}
 	}
+}
+
+// ackedNotAccepted counts the acknowledged events the upstream has not
+// accepted in acc: in queue mode, those the queue has yet to deliver.
+func (p *provider) ackedNotAccepted(acc []acceptance) int {
+	accepted := make(map[string]bool, len(acc))
+	for _, a := range acc {
+		accepted[a.ID] = true
+	}
+	n := 0
+	for i := range p.events {
+		ev := &p.events[i]
+		ev.mu.Lock()
+		if ev.acked > 0 && !accepted[ev.id] {
+			n++
+		}
+		ev.mu.Unlock()
+	}
+	return n
 }
 
 func retryable(status int) bool {

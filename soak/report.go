@@ -12,11 +12,12 @@ import (
 	"time"
 )
 
-// killRec is one SIGKILL of a gateway instance; At is when the process was
-// seen dead.
+// killRec is one SIGKILL (or SIGTERM) of a gateway instance; At is when
+// the process was seen dead.
 type killRec struct {
-	Inst int
-	At   time.Time
+	Inst   int
+	At     time.Time
+	Signal string // "SIGKILL" or "SIGTERM"
 }
 
 // restartRec is one Redis restart.
@@ -122,6 +123,9 @@ func (r *Report) Write(w io.Writer) {
 	o := r.Opts
 	fmt.Fprintf(w, "soak: seed %d, 2 instances on one redis, lock_ttl %v, route timeout %v, window %v, %d in flight\n",
 		o.Seed, lockTTL, routeTimeout, dedupeWindow, o.Concurrency)
+	if o.Queue {
+		fmt.Fprintf(w, "mode: delivery: queue on Redis Streams; the 202 is the acknowledgement, drained for up to %v after the traffic\n", o.DrainWait)
+	}
 	fmt.Fprintf(w, "events %d\n", r.Events)
 	fmt.Fprintf(w, "deliveries %d (retries %d, duplicates %d, load-balancer failovers %d)\n",
 		r.Deliveries, r.Retries, r.Duplicates, r.Failovers)
@@ -130,7 +134,7 @@ func (r *Report) Write(w io.Writer) {
 		r.Upstream500, r.UpstreamHangs, len(r.Kills), len(r.RedisRestarts))
 	var ks []string
 	for _, k := range r.Kills {
-		ks = append(ks, fmt.Sprintf("instance %d at %s", k.Inst, r.rel(k.At)))
+		ks = append(ks, fmt.Sprintf("instance %d %s at %s", k.Inst, orDefault(k.Signal, "SIGKILL"), r.rel(k.At)))
 	}
 	fmt.Fprintf(w, "gateway kills at: %s\n", orNone(ks))
 	var rs []string
@@ -179,6 +183,13 @@ func (r *Report) statusLine() string {
 		parts = append(parts, s)
 	}
 	return orNone(parts)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }
 
 func orNone(s []string) string {

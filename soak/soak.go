@@ -35,6 +35,7 @@ type Options struct {
 	Seed          uint64
 	Duration      time.Duration // hard deadline for the whole run, build included
 	Kills         int           // gateway SIGKILLs
+	Terms         int           // gateway SIGTERMs (a drain, then a restart)
 	RedisRestarts int
 	Rate          float64 // events started per second
 	Concurrency   int     // deliveries in flight at most
@@ -51,6 +52,12 @@ type Options struct {
 	// Server is the gateways' front door, as the config's server key
 	// says it: "" (net/http) or "fasthttp".
 	Server config.ServerKind
+	// Queue runs the route with delivery: queue on Redis Streams: the
+	// provider's acknowledgement is the 202, and the run waits up to
+	// DrainWait after the traffic for the queue to deliver every
+	// acknowledged event (one still undelivered then counts as lost).
+	Queue     bool
+	DrainWait time.Duration
 
 	Short   bool
 	Verbose bool
@@ -85,7 +92,7 @@ func (o Options) validate() error {
 		return errors.New("-rate must be positive")
 	case o.Concurrency < 1:
 		return errors.New("-concurrency must be at least 1")
-	case o.Kills < 0 || o.RedisRestarts < 0:
+	case o.Kills < 0 || o.Terms < 0 || o.RedisRestarts < 0:
 		return errors.New("-kills and -redis-restarts must not be negative")
 	case o.Duration <= 0:
 		return errors.New("-duration must be positive")
@@ -115,15 +122,20 @@ type fault struct {
 func planFaults(o Options) []fault {
 	rng := rand.New(rand.NewPCG(o.Seed, 0x6661756c))
 	period := time.Duration(float64(o.Events) / o.Rate * float64(time.Second))
-	n := o.Kills + o.RedisRestarts
+	n := o.Kills + o.Terms + o.RedisRestarts
 	first := rng.IntN(2)
 	var fs []fault
 	k, r := 0, 0
 	for i := 0; i < n; i++ {
 		// Evenly spaced, each moved by up to a fifth of its slot.
 		at := time.Duration(float64(period) * (0.1 + 0.8*(float64(i)+0.5+0.4*(rng.Float64()-0.5))/float64(n)))
-		if (i%2 == 0 && k < o.Kills) || r >= o.RedisRestarts {
-			fs = append(fs, fault{at: at, kill: true, inst: (first + k) % 2,
+		if (i%2 == 0 && k < o.Kills+o.Terms) || r >= o.RedisRestarts {
+			// The SIGKILLs first, then the SIGTERMs.
+			sig := syscall.SIGKILL
+			if k >= o.Kills {
+				sig = syscall.SIGTERM
+			}
+			fs = append(fs, fault{at: at, kill: true, inst: (first + k) % 2, sig: sig,
 				down: 800*time.Millisecond + time.Duration(rng.Int64N(int64(400*time.Millisecond)))})
 			k++
 		} else {
@@ -232,7 +244,7 @@ func Run(parent context.Context, o Options) (rep *Report, err error) {
 			admin:   fmt.Sprintf("127.0.0.1:%d", ap),
 			logPath: filepath.Join(tmp, fmt.Sprintf("gateway-%d.log", i)),
 		}
-		gcfg := gatewayConfig(o.Server, g.listen, g.admin, redis.addr, up.addrs[i])
+		gcfg := gatewayConfig(o.Server, g.listen, g.admin, redis.addr, up.addrs[i], o.Queue)
 		if err := os.WriteFile(g.cfgPath, []byte(gcfg), 0o600); err != nil {
 			return nil, err
 		}
@@ -265,7 +277,7 @@ func Run(parent context.Context, o Options) (rep *Report, err error) {
 	}
 
 	// 5. Traffic and faults.
-	rep = &Report{Opts: o, T0: t0, Events: int64(o.Events), PlannedKills: o.Kills, PlannedRestart: o.RedisRestarts}
+	rep = &Report{Opts: o, T0: t0, Events: int64(o.Events), PlannedKills: o.Kills + o.Terms, PlannedRestart: o.RedisRestarts}
 	var abortMu sync.Mutex
 	abort := func(why string) {
 		abortMu.Lock()
@@ -289,11 +301,18 @@ func Run(parent context.Context, o Options) (rep *Report, err error) {
 			if f.kill {
 				g := gws[f.inst]
 				pid := g.pid()
-				at := g.kill()
+				var at time.Time
+				name := "SIGKILL"
+				if f.sig == syscall.SIGTERM {
+					name = "SIGTERM"
+					at = g.signalAndWait(syscall.SIGTERM, 6*time.Second)
+				} else {
+					at = g.kill()
+				}
 				faultMu.Lock()
-				rep.Kills = append(rep.Kills, killRec{Inst: f.inst, At: at})
+				rep.Kills = append(rep.Kills, killRec{Inst: f.inst, At: at, Signal: name})
 				faultMu.Unlock()
-				o.logf("%+.3fs SIGKILL gateway %d (pid %d); back in %v", at.Sub(t0).Seconds(), f.inst, pid, f.down)
+				o.logf("%+.3fs %s gateway %d (pid %d); back in %v", at.Sub(t0).Seconds(), name, f.inst, pid, f.down)
 				if !sleep(ctx, f.down) {
 					return
 				}
@@ -344,8 +363,17 @@ func Run(parent context.Context, o Options) (rep *Report, err error) {
 		}
 	}()
 	prov.run(ctx, t0)
-	close(progressDone)
 	<-faultsDone
+	if o.Queue {
+		// The queue delivers after the 202s: wait for every acknowledged
+		// event to reach the upstream, or for DrainWait.
+		drain := time.Now().Add(o.DrainWait)
+		for time.Now().Before(drain) && ctx.Err() == nil && prov.ackedNotAccepted(up.snapshot()) > 0 {
+			sleep(ctx, 100*time.Millisecond)
+		}
+		o.logf("%+.1fs queue drained: %d acknowledged events not delivered", time.Since(t0).Seconds(), prov.ackedNotAccepted(up.snapshot()))
+	}
+	close(progressDone)
 	switch {
 	case parent.Err() != nil:
 		rep.Aborted = "interrupted"
@@ -450,9 +478,15 @@ func firstIDs(s []string, n int) []string {
 	return out
 }
 
-func gatewayConfig(server config.ServerKind, listen, admin, redisAddr, upstream string) string {
+func gatewayConfig(server config.ServerKind, listen, admin, redisAddr, upstream string, queued bool) string {
 	if server == "" {
 		server = config.ServerNetHTTP
+	}
+	delivery := ""
+	if queued {
+		// Enough tries that the upstream's 500s and hangs never exhaust
+		// them: a dead-lettered event would count as lost.
+		delivery = "\n    delivery: queue\n    workers: 16\n    retry: { max_attempts: 30, initial: 50ms, max: 500ms }"
 	}
 	return fmt.Sprintf(`# generated by the clawgate soak
 server: %q
@@ -471,10 +505,10 @@ routes:
   - name: soak
     match: { path: %s, methods: [POST] }
     upstream: http://%s
-    timeout: %s
+    timeout: %s%s
     idempotency: { required: true, key: ["json:id"] }
     verify: { scheme: hmac, header: X-Signature, prefix: "sha256=", secrets: [{ id: s, secret: %q }] }
-`, server, listen, admin, redisAddr, dedupeWindow, lockTTL, routePath, upstream, routeTimeout, soakSecret)
+`, server, listen, admin, redisAddr, dedupeWindow, lockTTL, routePath, upstream, routeTimeout, delivery, soakSecret)
 }
 
 // moduleRoot is the directory of the go.mod this soak belongs to, from

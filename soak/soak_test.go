@@ -42,6 +42,35 @@ func soakShort(t *testing.T, door config.ServerKind) {
 	t.Logf("\n%s", b.String())
 }
 
+// TestSoakShortQueue runs a brief soak of a queue route (delivery: queue
+// on Redis Streams): two instances, one SIGKILLed, one SIGTERMed, Redis
+// restarted, provider duplicates and upstream 500s and hangs: every
+// acknowledged (202) event is delivered, none twice outside the kill
+// windows.
+func TestSoakShortQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the queue soak takes about half a minute; skipped under -short")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not on PATH: `make test` installs it (scripts/ensure-pkg.sh), or apt-get install -y redis-server")
+	}
+	o := Preset(true)
+	o.Queue, o.DrainWait = true, 30*time.Second
+	o.Events, o.Rate, o.Kills, o.Terms, o.RedisRestarts, o.Duration = 800, 80, 1, 1, 1, 120*time.Second
+	o.Verbose = testing.Verbose()
+	o.Log = tlog{t}
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	if rep.Failed() {
+		t.Fatalf("queue soak failed:\n%s", b.String())
+	}
+	t.Logf("\n%s", b.String())
+}
+
 type tlog struct{ t *testing.T }
 
 func (l tlog) Write(p []byte) (int, error) {

@@ -90,6 +90,7 @@ func (c *dlqClient) call(ctx context.Context, method, path string, query url.Val
 		c.fail("%v", err)
 		return 0, nil, errReported
 	}
+	req.Header.Set(admin.Header, "1")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

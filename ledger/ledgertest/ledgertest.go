@@ -455,6 +455,18 @@ var cases = []testCase{
 		if got := MustReserve(t, l, re); got.State != queue.Enqueued {
 			t.Fatalf("Reserve with max depth 0 = %+v", got)
 		}
+		// queue.RefuseNew (the route's DLQ at its bound): no new key,
+		// known ones still reported.
+		rg := Res(clock, "g", "eg", "tg")
+		rg.MaxDepth = queue.RefuseNew
+		if got := MustReserve(t, l, rg); got.State != queue.Full {
+			t.Fatalf("Reserve with RefuseNew = %+v, want Full", got)
+		}
+		WantState(t, l, "g", queue.StateAbsent)
+		ra.MaxDepth = queue.RefuseNew
+		if got := MustReserve(t, l, ra); got.State != queue.Pending {
+			t.Fatalf("Reserve of a queued key with RefuseNew = %+v", got)
+		}
 	}},
 	{"Begin", func(t *testing.T, l Subject, clock *Clock) {
 		first := clock.Now()

@@ -87,6 +87,11 @@ type Options struct {
 	// that dies during a rebalance holds them until the rebalance times
 	// out, DrainWait + 5s.)
 	SessionTimeout time.Duration
+	// Reclaimed is called (webhook_queue_reclaimed_total) for each record
+	// another instance had begun and never settled, when this one begins
+	// it again: the consumer group moved the partition of an instance that
+	// died or stalled. May be nil.
+	Reclaimed func(route string, n int)
 	// Lag receives kafka_consumer_lag for each route every LagEvery
 	// (default 5s); may be nil.
 	Lag      func(route string, lag int64)

@@ -179,6 +179,13 @@ func (c *consumer) begin(ctx context.Context, l queue.Lease) (queue.Job, bool, e
 		c.end(l.Entry)
 		return queue.Job{}, false, nil
 	}
+	if bg.PrevOwner != "" && consumerOf(bg.PrevOwner) != consumerOf(ls.owner) && c.r.b.o.Reclaimed != nil {
+		// Another instance began this record and never settled it: its
+		// partition came here. (This instance's own entries taken back
+		// after lock_ttl are counted by the queue's Reclaim instead.)
+		c.r.b.o.Reclaimed(c.r.name, 1)
+		c.r.b.log.Warn("kafka: took over a record another instance had begun and not settled", "route", c.r.name, "key", l.Key, "id", l.EventID)
+	}
 	return queue.Job{Lease: l, Payload: rec.Value, FirstSeen: bg.FirstSeen, Fingerprint: bg.Fingerprint, Try: bg.Try, Total: bg.Total}, true, nil
 }
 
@@ -244,6 +251,15 @@ func (c *consumer) settle(ctx context.Context, consumer string, j queue.Job, s q
 	}
 	c.end(j.Entry)
 	return got, nil
+}
+
+// consumerOf is the consumer (instance) part of a ledger owner
+// "consumer/nonce".
+func consumerOf(owner string) string {
+	if i := strings.LastIndexByte(owner, '/'); i >= 0 {
+		return owner[:i]
+	}
+	return owner
 }
 
 // ownerOf is the ledger owner of the hand-out named by entry
