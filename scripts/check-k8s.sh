@@ -117,7 +117,7 @@ else
 		grep -qE "^${want}\$" "$unit" || missing="$missing
       $want"
 	done <<'EOF'
-Type=(simple|exec)
+Type=notify
 ExecStart=/usr/local/bin/clawgate serve -config /etc/clawgate/gateway\.yaml
 ExecReload=/bin/kill -HUP \$MAINPID
 Restart=on-failure
@@ -150,8 +150,12 @@ EOF
 	else
 		bad "$unit lacks these lines:$missing"
 	fi
-	if grep -qE '^Type=notify' "$unit"; then
-		bad "$unit: Type=notify, but clawgate does not call sd_notify (systemd would kill it at TimeoutStartSec)"
+	# Type=notify needs serve to send READY=1 (server/sdnotify.go), or
+	# systemd kills it at TimeoutStartSec.
+	if grep -q 'notify("READY=1")' server/server.go; then
+		ok "$unit: Type=notify, and the server sends READY=1 (server/server.go)"
+	else
+		bad "$unit: Type=notify, but server/server.go no longer sends READY=1 (systemd would kill clawgate at TimeoutStartSec)"
 	fi
 	if grep -qE '^(User=root|CapabilityBoundingSet=.*CAP_SYS_ADMIN|PrivateNetwork=yes)' "$unit"; then
 		bad "$unit: runs as root, with CAP_SYS_ADMIN, or without the network"
