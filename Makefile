@@ -85,5 +85,12 @@ bench-quick: bench-deps
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./verify/ ./dedupe/ ./store/ ./queue/ ./queue/kafka/
 
+## release: VERSION=vX.Y.Z: reproducible archives for Linux, macOS and Windows
+## (amd64, arm64) and SHA256SUMS in dist/; checks CHANGELOG.md and the chart's
+## appVersion name the version first (scripts/release.sh).
+.PHONY: release
+release:
+	scripts/release.sh $(VERSION)
+
 clean:
 	rm -rf bin
