@@ -227,7 +227,7 @@ else
 	bad "$df GO_VERSION '$df_go' differs from go.mod's go '$gomod_go'"
 fi
 df_missing=""
-for want in 'FROM golang:\$\{GO_VERSION\} AS build' 'CGO_ENABLED=0 go build -trimpath' \
+for want in 'FROM (--platform=\$BUILDPLATFORM )?golang:\$\{GO_VERSION\} AS build' 'CGO_ENABLED=0 go build -trimpath' \
 	'-X main\.version=' '\./cmd/clawgate' '^USER 65532' '^EXPOSE 8080 9090' '^ENTRYPOINT \['; do
 	grep -qE -- "$want" "$df" || df_missing="$df_missing '$want'"
 done
