@@ -10,9 +10,12 @@
 #   helm lint (default values, and --strict with the admin token Secret set)
 #   helm template in several variants, the objects checked by
 #     deploy/helm/chartcheck: kinds, probes, security context, config
-#     checksum, Secret references, and `clawgate check` of the rendered
+#     checksum, Secret references, the ServiceMonitor's job (the rules'),
+#     the PrometheusRule and dashboard ConfigMap against deploy/rules and
+#     deploy/grafana, the HPA, and `clawgate check` of the rendered
 #     gateway.yaml with the Deployment's environment (Secrets faked)
-#   deploy/systemd/clawgate.service: its keys (grep, always), TimeoutStopSec
+#   deploy/systemd/clawgate.service: its keys (grep, always), Type=notify
+#     with the server's READY=1, TimeoutStopSec
 #     above serve's default -grace, `systemd-analyze verify` and the
 #     `systemd-analyze security` exposure (where systemd-analyze exists)
 #
