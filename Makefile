@@ -1,9 +1,11 @@
 # clawgate: `make demo` runs the incident on the embedded store; `make test`
 # installs what the tests need (redis-server, promtool) and runs them all.
 GO       ?= go
+# The version make build stamps, without the tag's "v" (as make release and the
+# image tag write it).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
-LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+LDFLAGS  := -s -w -X main.version=$(patsubst v%,%,$(VERSION)) -X main.commit=$(COMMIT)
 BIN      := bin/clawgate
 FUZZTIME ?= 20s
 # The race detector needs cgo: on when a C compiler is there.
