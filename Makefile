@@ -1,9 +1,11 @@
 # clawgate: `make demo` runs the incident on the embedded store; `make test`
 # installs what the tests need (redis-server, promtool) and runs them all.
 GO       ?= go
+# The version make build stamps, without the tag's "v" (as make release and the
+# image tag write it).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
-LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+LDFLAGS  := -s -w -X main.version=$(patsubst v%,%,$(VERSION)) -X main.commit=$(COMMIT)
 BIN      := bin/clawgate
 FUZZTIME ?= 20s
 # The race detector needs cgo: on when a C compiler is there.
@@ -104,6 +106,13 @@ bench-quick: bench-deps
 ## bench-go: the Go micro-benchmarks of the hot path (allocations per request).
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./verify/ ./idkey/ ./dedupe/ ./store/ ./queue/ ./queue/kafka/ ./ledger/
+
+## release: VERSION=vX.Y.Z: reproducible archives for Linux, macOS and Windows
+## (amd64, arm64) and SHA256SUMS in dist/; checks CHANGELOG.md and the chart's
+## appVersion name the version first (scripts/release.sh).
+.PHONY: release
+release:
+	scripts/release.sh $(VERSION)
 
 clean:
 	rm -rf bin

@@ -16,9 +16,14 @@
 #   docker compose config -q (also with --profile kafka), and that every
 #     bind-mounted file exists                             (needs docker compose or docker-compose)
 #   the Dockerfile: Go version matches go.mod, static non-root build
+#   the image's HEALTHCHECK and the compose gateways' healthcheck run
+#     `clawgate health` with arguments it accepts
+#   CHANGELOG.md's latest release is the Helm chart's appVersion
 #   deploy/gateway.yaml and deploy/gateway.kafka.yaml pass `clawgate check`,
 #     and -X main.version reaches
 #     `clawgate version`                                  (needs ./cmd/clawgate)
+#   scripts/release.sh for linux/amd64 twice gives the same bytes; the archive's
+#     files, owners and the binary's version; a version not released is refused
 #
 # Environment: VERBOSE=1 prints the output of passing commands too.
 set -uo pipefail
@@ -222,7 +227,7 @@ else
 	bad "$df GO_VERSION '$df_go' differs from go.mod's go '$gomod_go'"
 fi
 df_missing=""
-for want in 'FROM golang:\$\{GO_VERSION\} AS build' 'CGO_ENABLED=0 go build -trimpath' \
+for want in 'FROM (--platform=\$BUILDPLATFORM )?golang:\$\{GO_VERSION\} AS build' 'CGO_ENABLED=0 go build -trimpath' \
 	'-X main\.version=' '\./cmd/clawgate' '^USER 65532' '^EXPOSE 8080 9090' '^ENTRYPOINT \['; do
 	grep -qE -- "$want" "$df" || df_missing="$df_missing '$want'"
 done
@@ -230,6 +235,36 @@ if [ -z "$df_missing" ]; then
 	ok "$df: static non-root build of ./cmd/clawgate, ports 8080 9090"
 else
 	bad "$df lacks:$df_missing"
+fi
+
+# --- health checks: clawgate health in the image and on the compose gateways ---
+df_health=$(sed -nE 's/^ *CMD (\["\/usr\/local\/bin\/clawgate", "health".*\])$/\1/p' "$df")
+compose_health=$(sed -nE 's/^ *test: (\["CMD", "\/usr\/local\/bin\/clawgate", "health".*\])$/\1/p' deploy/docker-compose.yml)
+if grep -qE '^HEALTHCHECK ' "$df" && [ -n "$df_health" ]; then
+	ok "$df: HEALTHCHECK runs clawgate health"
+else
+	bad "$df: no HEALTHCHECK running [\"/usr/local/bin/clawgate\", \"health\", ...]"
+fi
+if [ -n "$compose_health" ] && grep -qE '^x-clawgate: &clawgate' deploy/docker-compose.yml &&
+	! grep -qi 'no in-container healthcheck' deploy/docker-compose.yml; then
+	ok "deploy/docker-compose.yml: the gateways (x-clawgate) have a healthcheck running clawgate health"
+else
+	bad "deploy/docker-compose.yml: the gateways have no healthcheck test [\"CMD\", \"/usr/local/bin/clawgate\", \"health\", ...]"
+fi
+
+# --- one version: CHANGELOG.md's latest release is the chart's appVersion ------
+latest=$(sed -nE 's/^## \[([0-9]+\.[0-9]+\.[0-9]+[^]]*)\].*/\1/p' CHANGELOG.md | head -n1)
+chart_yaml=deploy/helm/clawgate/Chart.yaml
+app_version=$(sed -nE 's/^appVersion: *"?([^"]*)"? *$/\1/p' "$chart_yaml")
+if [ -n "$latest" ] && [ "$latest" = "$app_version" ]; then
+	ok "CHANGELOG.md's latest release $latest is $chart_yaml's appVersion (the image tag it deploys)"
+else
+	bad "CHANGELOG.md's latest release '$latest' differs from $chart_yaml appVersion '$app_version'"
+fi
+if grep -qE '^  tag: ""' deploy/helm/clawgate/values.yaml; then
+	ok "the chart's image.tag defaults to its appVersion"
+else
+	bad "deploy/helm/clawgate/values.yaml: image.tag is not \"\" (the appVersion)"
 fi
 
 # --- gateway.yaml and the binary ----------------------------------------------
@@ -250,6 +285,24 @@ if ls cmd/clawgate/*.go >/dev/null 2>&1 && command -v go >/dev/null 2>&1; then
 		else
 			bad "clawgate version does not print the version set by -ldflags -X main.version (the Dockerfile's stamp): $("$tmp/clawgate" version 2>&1 | head -n1)"
 		fi
+		# The health checks' own arguments, against a port nothing listens
+		# on: exit 1 (unhealthy), not 2 (a usage error).
+		for hc in "$df_health" "$compose_health"; do
+			[ -n "$hc" ] || continue
+			args=$(sed -E 's/^\[("CMD", )?"\/usr\/local\/bin\/clawgate", //; s/\]$//; s/"//g; s/, / /g' <<<"$hc")
+			case " $args " in
+			*" -url "*) args=$(sed -E 's#-url [^ ]+#-url http://127.0.0.1:1/readyz#' <<<"$args") ;;
+			*) args="$args -url http://127.0.0.1:1/readyz" ;;
+			esac
+			# shellcheck disable=SC2086 # one word per argument
+			"$tmp/clawgate" $args >/dev/null 2>&1
+			rc=$?
+			if [ "$rc" -eq 1 ]; then
+				ok "clawgate accepts the health check's arguments ($args: exit 1 on a closed port)"
+			else
+				bad "clawgate $args exits $rc on a closed port, want 1 (a usage error would leave the container unhealthy forever)"
+			fi
+		done
 	else
 		# A Go build failure is the Go tests' to report; the deploy checks
 		# that need the binary cannot run.
@@ -257,6 +310,54 @@ if ls cmd/clawgate/*.go >/dev/null 2>&1 && command -v go >/dev/null 2>&1; then
 	fi
 else
 	skip "clawgate check of deploy/gateway*.yaml and the version stamp (no ./cmd/clawgate/*.go or no go)"
+fi
+
+# --- the release: reproducible archives ------------------------------------------
+# scripts/release.sh for one target (linux/amd64, to keep it short), twice,
+# into two directories at different times: the same SHA256SUMS; the archive
+# holds the binary, LICENSE and README.md, and the binary prints the version.
+if [ -x scripts/release.sh ] && command -v go >/dev/null 2>&1 && git rev-parse HEAD >/dev/null 2>&1 && [ -n "$latest" ]; then
+	rel_ok=1
+	for run in 1 2; do
+		if ! out=$(RELEASE_TARGETS=linux/amd64 DIST="$tmp/dist$run" TZ=Pacific/Auckland scripts/release.sh "v$latest" 2>&1); then
+			bad "scripts/release.sh v$latest (run $run)"
+			echo "$out" | tail -n 10 | sed 's/^/      /'
+			rel_ok=
+			break
+		fi
+	done
+	if [ -n "$rel_ok" ]; then
+		name=clawgate_${latest}_linux_amd64
+		if cmp -s "$tmp/dist1/SHA256SUMS" "$tmp/dist2/SHA256SUMS" && grep -q " $name.tar.gz\$" "$tmp/dist1/SHA256SUMS"; then
+			ok "scripts/release.sh v$latest twice (linux/amd64): the same bytes ($(cut -c1-16 "$tmp/dist1/SHA256SUMS")...)"
+		else
+			bad "scripts/release.sh v$latest is not reproducible: $(cat "$tmp/dist1/SHA256SUMS") vs $(cat "$tmp/dist2/SHA256SUMS")"
+		fi
+		(cd "$tmp/dist1" && sha256sum -c --quiet SHA256SUMS) >/dev/null 2>&1 &&
+			ok "sha256sum -c SHA256SUMS passes" || bad "sha256sum -c SHA256SUMS fails in $tmp/dist1"
+		listing=$(tar -tvzf "$tmp/dist1/$name.tar.gz" | awk '{print $1, $2, $6}' | tr '\n' ';')
+		want="drwxr-xr-x 0/0 $name/;-rw-r--r-- 0/0 $name/LICENSE;-rw-r--r-- 0/0 $name/README.md;-rwxr-xr-x 0/0 $name/clawgate;"
+		if [ "$listing" = "$want" ]; then
+			ok "$name.tar.gz: clawgate, LICENSE, README.md, owned by 0:0"
+		else
+			bad "$name.tar.gz holds '$listing', want '$want'"
+		fi
+		mkdir -p "$tmp/x" && tar -C "$tmp/x" -xzf "$tmp/dist1/$name.tar.gz"
+		v=$("$tmp/x/$name/clawgate" version 2>&1)
+		if grep -q "^clawgate $latest (commit $(git rev-parse HEAD)" <<<"$v"; then
+			ok "the released binary prints its version and commit: $v"
+		else
+			bad "the released binary prints '$v', want clawgate $latest (commit $(git rev-parse HEAD)...)"
+		fi
+	fi
+	out=$(RELEASE_TARGETS=linux/amd64 DIST="$tmp/dist3" scripts/release.sh v0.0.0-not-released 2>&1)
+	if [ $? -ne 0 ] && grep -q "appVersion" <<<"$out"; then
+		ok "scripts/release.sh refuses a version the chart and CHANGELOG.md do not name"
+	else
+		bad "scripts/release.sh v0.0.0-not-released: $(tail -n1 <<<"$out")"
+	fi
+else
+	skip "the release check (needs scripts/release.sh, go, a git checkout and a release in CHANGELOG.md)"
 fi
 
 summary check-deploy

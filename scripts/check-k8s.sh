@@ -10,9 +10,12 @@
 #   helm lint (default values, and --strict with the admin token Secret set)
 #   helm template in several variants, the objects checked by
 #     deploy/helm/chartcheck: kinds, probes, security context, config
-#     checksum, Secret references, and `clawgate check` of the rendered
+#     checksum, Secret references, the ServiceMonitor's job (the rules'),
+#     the PrometheusRule and dashboard ConfigMap against deploy/rules and
+#     deploy/grafana, the HPA, and `clawgate check` of the rendered
 #     gateway.yaml with the Deployment's environment (Secrets faked)
-#   deploy/systemd/clawgate.service: its keys (grep, always), TimeoutStopSec
+#   deploy/systemd/clawgate.service: its keys (grep, always), Type=notify
+#     with the server's READY=1, TimeoutStopSec
 #     above serve's default -grace, `systemd-analyze verify` and the
 #     `systemd-analyze security` exposure (where systemd-analyze exists)
 #
@@ -117,7 +120,7 @@ else
 		grep -qE "^${want}\$" "$unit" || missing="$missing
       $want"
 	done <<'EOF'
-Type=(simple|exec)
+Type=notify
 ExecStart=/usr/local/bin/clawgate serve -config /etc/clawgate/gateway\.yaml
 ExecReload=/bin/kill -HUP \$MAINPID
 Restart=on-failure
@@ -150,8 +153,12 @@ EOF
 	else
 		bad "$unit lacks these lines:$missing"
 	fi
-	if grep -qE '^Type=notify' "$unit"; then
-		bad "$unit: Type=notify, but clawgate does not call sd_notify (systemd would kill it at TimeoutStartSec)"
+	# Type=notify needs serve to send READY=1 (server/sdnotify.go), or
+	# systemd kills it at TimeoutStartSec.
+	if grep -q 'notify("READY=1")' server/server.go; then
+		ok "$unit: Type=notify, and the server sends READY=1 (server/server.go)"
+	else
+		bad "$unit: Type=notify, but server/server.go no longer sends READY=1 (systemd would kill clawgate at TimeoutStartSec)"
 	fi
 	if grep -qE '^(User=root|CapabilityBoundingSet=.*CAP_SYS_ADMIN|PrivateNetwork=yes)' "$unit"; then
 		bad "$unit: runs as root, with CAP_SYS_ADMIN, or without the network"

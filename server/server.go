@@ -250,6 +250,8 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	}()
 	log.Info("clawgate listening", "addr", in.addr.String(), "server", string(cfg.Server), "admin", cfg.Admin.Listen,
 		"store", cfg.Store.Backend, "routes", len(cfg.Routes), "version", o.Version)
+	// Both listeners are bound: a systemd Type=notify unit is started.
+	in.notify("READY=1")
 	return in, nil
 }
 
@@ -365,6 +367,7 @@ func loadCertificate(t config.TLS) (*tls.Certificate, error) {
 // (and finished keys still being recorded), releases the locks of those it
 // had to cut, stops the background work and closes the store.
 func (in *Server) Shutdown(grace time.Duration) {
+	in.notify("STOPPING=1")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := in.door.Shutdown(ctx); err != nil {

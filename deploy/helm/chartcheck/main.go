@@ -1,6 +1,8 @@
 // Command chartcheck renders the Helm chart deploy/helm/clawgate with
 // `helm template` in several variants and checks the objects it produces:
-// kinds, probes, security context, config checksum, Secret references, and
+// kinds, probes, security context, config checksum, Secret references, the
+// ServiceMonitor's job, the PrometheusRule and dashboard ConfigMap against
+// deploy/rules and deploy/grafana, the HorizontalPodAutoscaler, and
 // that the gateway.yaml in the ConfigMap passes `clawgate check` with the
 // environment the Deployment sets (fake values for the Secrets).
 //
@@ -14,6 +16,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +25,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -36,6 +40,8 @@ var (
 	helmBin     = flag.String("helm", "helm", "the helm `command`")
 	chartDir    = flag.String("chart", "deploy/helm/clawgate", "the chart `directory`")
 	clawgateBin = flag.String("clawgate", "", "a built clawgate `binary` for `clawgate check` and `clawgate health` (empty: skip those checks)")
+	rulesFile   = flag.String("rules", "deploy/rules/clawgate.rules.yml", "the alert rules `file` the chart's PrometheusRule must carry")
+	dashFile    = flag.String("dashboard", "deploy/grafana/dashboards/clawgate.json", "the Grafana dashboard `file` the chart's ConfigMap must carry")
 )
 
 var passed, failed, skipped int
@@ -89,6 +95,7 @@ func run(tmp string) {
 	}
 	checkKinds("default values", objs, map[string]int{
 		"Deployment": 1, "Service": 2, "ConfigMap": 1, "PodDisruptionBudget": 1, "ServiceAccount": 1, "ServiceMonitor": 0,
+		"PrometheusRule": 0, "HorizontalPodAutoscaler": 0,
 	})
 	checkLabels(objs)
 	dep := one(objs, "Deployment")
@@ -112,6 +119,10 @@ func run(tmp string) {
 	checkRequiredToken()
 	checkChecksum(tmp, dep)
 	checkServiceMonitor()
+	checkCopies()
+	checkPrometheusRule()
+	checkDashboard()
+	checkAutoscaling()
 	if objs, err := render("--set", "replicaCount=1"); check("helm template with replicaCount=1", err) {
 		checkKinds("replicaCount=1 (no PodDisruptionBudget: it would block every drain)", objs, map[string]int{"PodDisruptionBudget": 0})
 	}
@@ -683,6 +694,166 @@ func checkServiceMonitor() {
 		}
 		return nil
 	}())
+	checkJob(sm)
+}
+
+// checkJob: the ServiceMonitor relabels the scraped series to the job the
+// alert rules select (up{job="clawgate"}); prometheus-operator's default,
+// the Service's name, would leave ClawgateDown silent and ClawgateAbsent
+// firing.
+func checkJob(sm map[string]any) {
+	rules, err := os.ReadFile(*rulesFile)
+	if err != nil {
+		bad("ServiceMonitor job: %v", err)
+		return
+	}
+	jobs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`job="([^"]*)"`).FindAllSubmatch(rules, -1) {
+		jobs[string(m[1])] = true
+	}
+	var job string
+	for _, r := range listAt(sm, "spec", "endpoints", 0, "relabelings") {
+		if str(r, "targetLabel") == "job" && (str(r, "action") == "" || str(r, "action") == "replace") && len(listAt(r, "sourceLabels")) == 0 {
+			job = str(r, "replacement")
+		}
+	}
+	check(fmt.Sprintf("ServiceMonitor: relabels job to %q, the job %s selects", job, *rulesFile), func() error {
+		if len(jobs) != 1 {
+			return fmt.Errorf("%s selects jobs %v, want exactly one", *rulesFile, jobs)
+		}
+		if !jobs[job] {
+			return fmt.Errorf("job %q (relabelings %v), the rules select %v", job, at(sm, "spec", "endpoints", 0, "relabelings"), jobs)
+		}
+		return nil
+	}())
+}
+
+// chartCopy is where the chart keeps its copy of an original file.
+func chartCopy(original string) string {
+	return filepath.Join(*chartDir, "files", filepath.Base(original))
+}
+
+// checkCopies: the chart's files/ are the rules and dashboard files, byte
+// for byte (a chart can read only its own files).
+func checkCopies() {
+	for _, orig := range []string{*rulesFile, *dashFile} {
+		cp := chartCopy(orig)
+		check(fmt.Sprintf("%s is a copy of %s", cp, orig), func() error {
+			a, err := os.ReadFile(orig)
+			if err != nil {
+				return err
+			}
+			b, err := os.ReadFile(cp)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(a, b) {
+				return fmt.Errorf("they differ: cp %s %s", orig, cp)
+			}
+			return nil
+		}())
+	}
+}
+
+func checkPrometheusRule() {
+	objs, err := render("--set", "prometheusRule.enabled=true", "--set", "prometheusRule.labels.release=prom")
+	if !check("helm template with prometheusRule.enabled=true", err) {
+		return
+	}
+	checkKinds("prometheusRule.enabled=true", objs, map[string]int{"PrometheusRule": 1})
+	pr := one(objs, "PrometheusRule")
+	check(fmt.Sprintf("PrometheusRule: monitoring.coreos.com/v1, spec is %s", *rulesFile), func() error {
+		if pr == nil {
+			return fmt.Errorf("none")
+		}
+		if pr["apiVersion"] != "monitoring.coreos.com/v1" || str(pr, "metadata", "labels", "release") != "prom" || str(pr, "metadata", "namespace") != "webhooks" {
+			return fmt.Errorf("apiVersion %v, metadata %v", pr["apiVersion"], pr["metadata"])
+		}
+		b, err := os.ReadFile(*rulesFile)
+		if err != nil {
+			return err
+		}
+		var want map[string]any
+		if err := yaml.Unmarshal(b, &want); err != nil {
+			return err
+		}
+		if len(listAt(want, "groups")) == 0 {
+			return fmt.Errorf("%s has no groups", *rulesFile)
+		}
+		if !reflect.DeepEqual(pr["spec"], want) {
+			return fmt.Errorf("the rendered spec differs from %s", *rulesFile)
+		}
+		return nil
+	}())
+}
+
+func checkDashboard() {
+	objs, err := render("--set", "grafanaDashboard.enabled=true", "--set", "grafanaDashboard.namespace=monitoring")
+	if !check("helm template with grafanaDashboard.enabled=true", err) {
+		return
+	}
+	checkKinds("grafanaDashboard.enabled=true", objs, map[string]int{"ConfigMap": 2})
+	var cm map[string]any
+	for _, o := range ofKind(objs, "ConfigMap") {
+		if str(o, "metadata", "labels", "grafana_dashboard") != "" {
+			cm = o
+		}
+	}
+	check(fmt.Sprintf(`dashboard ConfigMap: label grafana_dashboard: "1", namespace monitoring, data clawgate.json is %s`, *dashFile), func() error {
+		if cm == nil {
+			return fmt.Errorf("no ConfigMap with a grafana_dashboard label")
+		}
+		if str(cm, "metadata", "labels", "grafana_dashboard") != "1" || str(cm, "metadata", "namespace") != "monitoring" {
+			return fmt.Errorf("metadata %v", cm["metadata"])
+		}
+		b, err := os.ReadFile(*dashFile)
+		if err != nil {
+			return err
+		}
+		var want, got any
+		if err := json.Unmarshal(b, &want); err != nil {
+			return fmt.Errorf("%s: %w", *dashFile, err)
+		}
+		if err := json.Unmarshal([]byte(str(cm, "data", "clawgate.json")), &got); err != nil {
+			return fmt.Errorf("data clawgate.json: %w", err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			return fmt.Errorf("data clawgate.json differs from %s", *dashFile)
+		}
+		return nil
+	}())
+}
+
+func checkAutoscaling() {
+	objs, err := render("--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=3", "--set", "autoscaling.maxReplicas=8")
+	if !check("helm template with autoscaling.enabled=true", err) {
+		return
+	}
+	checkKinds("autoscaling.enabled=true", objs, map[string]int{"HorizontalPodAutoscaler": 1, "PodDisruptionBudget": 1})
+	hpa, dep := one(objs, "HorizontalPodAutoscaler"), one(objs, "Deployment")
+	check("HPA: autoscaling/v2, scales the Deployment 3 to 8 on CPU; the Deployment leaves replicas to it", func() error {
+		if hpa == nil || dep == nil {
+			return fmt.Errorf("no HPA or Deployment")
+		}
+		ref := mapAt(hpa, "spec", "scaleTargetRef")
+		if hpa["apiVersion"] != "autoscaling/v2" || ref["kind"] != "Deployment" || ref["apiVersion"] != "apps/v1" || ref["name"] != str(dep, "metadata", "name") {
+			return fmt.Errorf("apiVersion %v, scaleTargetRef %v", hpa["apiVersion"], ref)
+		}
+		if at(hpa, "spec", "minReplicas") != 3 || at(hpa, "spec", "maxReplicas") != 8 {
+			return fmt.Errorf("replicas %v to %v", at(hpa, "spec", "minReplicas"), at(hpa, "spec", "maxReplicas"))
+		}
+		if str(hpa, "spec", "metrics", 0, "resource", "name") != "cpu" || at(hpa, "spec", "metrics", 0, "resource", "target", "averageUtilization") != 70 {
+			return fmt.Errorf("metrics %v", at(hpa, "spec", "metrics"))
+		}
+		if r, ok := mapAt(dep, "spec")["replicas"]; ok {
+			return fmt.Errorf("the Deployment sets replicas %v (each upgrade would undo the HPA)", r)
+		}
+		return nil
+	}())
+	checkPDB(one(objs, "PodDisruptionBudget"), dep, 1)
+	if objs, err := render("--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=1"); check("helm template with autoscaling.enabled=true, minReplicas=1", err) {
+		checkKinds("autoscaling minReplicas=1 (no PodDisruptionBudget)", objs, map[string]int{"PodDisruptionBudget": 0, "HorizontalPodAutoscaler": 1})
+	}
 }
 
 // checkExecProbes: probes.mode=exec runs `clawgate health` with arguments
@@ -756,6 +927,10 @@ func checkRefusedConfigs(tmp string) {
 		{"an empty admin.token_env", "admin:\n  listen: \"0.0.0.0:9090\"\n  token_env: \"\"\n", "admin.token_env is empty", nil},
 		{"admin.listen off ports.admin", "admin:\n  listen: \"0.0.0.0:9191\"\n", "does not listen on ports.admin", nil},
 		{"terminationGracePeriodSeconds not above -grace", "", "must be above graceSeconds", []string{"--set", "terminationGracePeriodSeconds=20"}},
+		{"autoscaling.maxReplicas below minReplicas", "", "must be at least autoscaling.minReplicas", []string{"--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=4", "--set", "autoscaling.maxReplicas=3"}},
+		{"autoscaling.minReplicas 0", "", "must be at least 1", []string{"--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=0"}},
+		{"autoscaling without a metric", "", "needs a metric to scale on", []string{"--set", "autoscaling.enabled=true", "--set", "autoscaling.targetCPUUtilizationPercentage=null"}},
+		{"an empty serviceMonitor.jobName", "", "serviceMonitor.jobName is required", []string{"--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.jobName="}},
 	} {
 		args := c.args
 		if c.config != "" {

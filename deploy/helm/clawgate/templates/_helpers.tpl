@@ -161,3 +161,32 @@ The preStop sleep actually rendered: 0 before Kubernetes 1.30.
 {{- 0 }}
 {{- end }}
 {{- end }}
+
+{{/*
+The fewest replicas that run: autoscaling.minReplicas with the HPA, else
+replicaCount.
+*/}}
+{{- define "clawgate.minReplicas" -}}
+{{- if .Values.autoscaling.enabled }}
+{{- int .Values.autoscaling.minReplicas }}
+{{- else }}
+{{- int .Values.replicaCount }}
+{{- end }}
+{{- end }}
+
+{{/*
+Checks the autoscaling values: 1 <= minReplicas <= maxReplicas, and a
+metric to scale on.
+*/}}
+{{- define "clawgate.validateAutoscaling" -}}
+{{- $a := .Values.autoscaling }}
+{{- if lt (int $a.minReplicas) 1 }}
+{{- fail (printf "autoscaling.minReplicas (%v) must be at least 1" $a.minReplicas) }}
+{{- end }}
+{{- if lt (int $a.maxReplicas) (int $a.minReplicas) }}
+{{- fail (printf "autoscaling.maxReplicas (%v) must be at least autoscaling.minReplicas (%v)" $a.maxReplicas $a.minReplicas) }}
+{{- end }}
+{{- if not (or $a.targetCPUUtilizationPercentage $a.targetMemoryUtilizationPercentage) }}
+{{- fail "autoscaling: set targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage (the HPA needs a metric to scale on)" }}
+{{- end }}
+{{- end }}
