@@ -62,6 +62,8 @@ configs=(
 	"q-three-instances|holds|-DN=3 -DCOPIES=2 -DCRASHES=1 -DSTALLS=1 -DSHUTDOWNS=1|$safety||queue"
 	"q-operator|holds|$q -DRESETS=1 -DREPLAYS=1 -DPURGES=1|$safety||queue"
 	"q-switch-unified|holds|$q -DCOPIES=3 -DSWITCH -DUNIFIED|$safety||queue"
+	"q-begin-owned|holds|-DN=2 -DCOPIES=3 -DCRASHES=2 -DSTALLS=2 -DSHUTDOWNS=1 -DNARROW_STALL -DBEGIN_OWNED|$safety||queue"
+	"q-begin-owned-operator|holds|$q -DRESETS=1 -DREPLAYS=1 -DPURGES=1 -DNARROW_STALL -DBEGIN_OWNED|$safety||queue"
 	"live-q-workers|holds|-DLIVE $q -DSHUTDOWNS=1|$live|-a -f|queue"
 	"live-q-operator|holds|-DLIVE $q -DSTALLS=0 -DRESETS=1 -DREPLAYS=1 -DPURGES=1|$live|-a -f|queue"
 	"live-q-switch-unified|holds|-DLIVE $q -DSWITCH -DUNIFIED|$live|-a -f|queue"
@@ -81,6 +83,7 @@ configs=(
 	"q-no-stall-excuse|Q2|$q -DSTRICT_STALL|$quick||queue"
 	"q-no-kill-excuse|Q2|$q -DSTRICT_KILL|$quick||queue"
 	"q-no-ghost-excuse|Q2|$q -DSTRICT_GHOST|$quick||queue"
+	"q-stall-before-begin|Q2|$q -DNARROW_STALL|$quick||queue"
 )
 
 # run NAME SPINFLAGS CCFLAGS PANFLAGS MODEL: generate, compile and run one

@@ -52,6 +52,11 @@
  *   RETRY_SAME_TOKEN, RECLAIM_ANYTIME, HANDBACK_DROPS, DEAD_NEVER,
  *   REPLAY_OLD_TOKEN, PURGE_FORGETS, RESET_LIVE; and STRICT_STALL,
  *   STRICT_KILL, STRICT_GHOST withdraw one excuse of Q2.
+ *   NARROW_STALL narrows the stall excuse to a try stalled after its begin;
+ *   BEGIN_OWNED makes begin check that the entry is pending to the caller
+ *   (as settle does) and renew its lease (XCLAIM to itself), a fix the
+ *   code does not have: with NARROW_STALL the code as built fails Q2,
+ *   with BEGIN_OWNED too it holds.
  *
  * PROPERTIES (each assert names its property with a tag variable)
  *   Q1 "one place". After every step: an event acknowledged in this epoch
@@ -430,6 +435,8 @@ inline take(i, x) {
   w_id[i] = s_id[x]; w_eid[i] = s_eid[x]; w_tok[i] = s_tok[x];
   w_st[i] = W_HELD
 }
+/* slot x is pending to instance i and is its lease's entry */
+#define OWNED(x) (s_id[x] != 0 && s_id[x] == w_id[i] && s_pend[x] && s_own[x] == i + 1)
 #define OWNS_LIVE(x) (s_id[x] != 0 && s_id[x] == w_id[i] && s_pend[x] && \
                       s_own[x] == i + 1 && !s_idle[x])
 
@@ -461,21 +468,38 @@ end:
   :: atomic {
        w_st[i] == W_HELD ->
        if
+#ifdef BEGIN_OWNED
+       :: !(OWNED(0) || OWNED(1) || OWNED(2)) ->   /* taken over: forget  */
+            worker_reset(i)
+       :: (OWNED(0) || OWNED(1) || OWNED(2)) && BEGIN_FENCE ->
+#else
        :: BEGIN_FENCE ->
+#endif
             assert(Q5_ == 0 && eid_ep[w_eid[i]] == ep);   /* Q5 */
             if                                  /* saturates: decide only */
             :: qa < MAXATT -> qa++              /* asks qa >= MAXATT      */
             :: else -> skip
             fi;
             w_tep[i] = ep; w_qa[i] = qa;
+#ifndef NARROW_STALL
             find_entry(i);
             if
             :: w_stall[i] && k < E -> EXCUSE_STALL(i)
             :: else -> skip
             fi;
             k = 0;
+#endif
+#ifdef BEGIN_OWNED
+            find_entry(i);                      /* renews the lease       */
+            s_idle[k] = 0;                      /* (XCLAIM to itself)     */
+            k = 0;
+#endif
             w_st[i] = W_ANS
+#ifdef BEGIN_OWNED
+       :: (OWNED(0) || OWNED(1) || OWNED(2)) && !BEGIN_FENCE ->
+#else
        :: else ->                               /* leftover: dropped      */
+#endif
             find_entry(i);
             if
             :: k < E -> xdel(k)
