@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# model/check.sh: check the key protocol model (keyprotocol.pml) with SPIN,
-# exhaustively, in every configuration; see model/README.md.
+# model/check.sh: check the key protocol model (keyprotocol.pml) and the
+# queue model (queue.pml) with SPIN, exhaustively, in every configuration;
+# see model/README.md.
 #
 # Each configuration either must hold (errors: 0 and a complete search) or
 # must show one named violation (a run that shows the model can find what a
@@ -8,11 +9,12 @@
 # when any configuration does not do what it must.
 #
 # Installs spin and a C compiler with apt-get when either is missing (root
-# on Debian). MODEL_JOBS (default 2) runs that many checks at a time.
+# on Debian). MODEL_JOBS (default 2) runs that many checks at a time;
+# MODEL_ONLY, a grep -E pattern, runs only the configurations it matches
+# (MODEL_ONLY=^q- the queue model's safety runs).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-model=$here/keyprotocol.pml
 jobs=${MODEL_JOBS:-2}
 
 if ! command -v spin >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
@@ -27,11 +29,18 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# name | expect | spin -D flags | extra cc -D flags | pan flags
+# name | expect | spin -D flags | extra cc flags | pan flags [| model]
+#   model: keyprotocol.pml when absent, else queue.pml
 #   expect: holds, or the property whose violation the run must find:
-#   P1 (forwarded once), P3 (liveness), P4a (reset: window), P4b (reset: store)
+#   keyprotocol.pml: P1 (forwarded once), P3 (liveness), P4a (reset:
+#   window), P4b (reset: store); queue.pml: Q1 (one place), Q2 (delivered
+#   once), Q3 (finished means delivered), Q4 (no key stuck), Q5 (a reset
+#   cancels), Q6 (one event per key)
 safety="-DSAFETY -DCOLLAPSE"
 live="-DCOLLAPSE -DNFAIR=8"
+# must-fail queue runs stop at their first violation: compile them fast
+quick="-DSAFETY -DCOLLAPSE -O0"
+q="-DN=2 -DCOPIES=2 -DCRASHES=1 -DSTALLS=1"
 configs=(
 	"two-instances|holds|-DN=2 -DCOPIES=5 -DCRASHES=2|$safety|"
 	"three-instances|holds|-DN=3 -DCOPIES=5 -DCRASHES=1|$safety|"
@@ -49,35 +58,73 @@ configs=(
 	"no-ghost-excuse|P1|-DN=2 -DSTRICT_GHOST -DCOPIES=4 -DCRASHES=1|$safety|"
 	"no-loss-excuse|P1|-DN=2 -DLOSS -DSTRICT_LOSS -DCOPIES=4 -DCRASHES=1|$safety|"
 	"live-no-ttl|P3|-DLIVE -DN=2 -DNO_TTL -DCOPIES=4 -DCRASHES=1|$live|-a -f"
+	"q-workers|holds|-DN=2 -DCOPIES=3 -DCRASHES=2 -DSTALLS=2 -DSHUTDOWNS=1|$safety||queue"
+	"q-three-instances|holds|-DN=3 -DCOPIES=2 -DCRASHES=1 -DSTALLS=1 -DSHUTDOWNS=1|$safety||queue"
+	"q-operator|holds|$q -DRESETS=1 -DREPLAYS=1 -DPURGES=1|$safety||queue"
+	"q-switch-unified|holds|$q -DCOPIES=3 -DSWITCH -DUNIFIED|$safety||queue"
+	"q-begin-owned|holds|-DN=2 -DCOPIES=3 -DCRASHES=2 -DSTALLS=2 -DSHUTDOWNS=1 -DNARROW_STALL -DBEGIN_OWNED|$safety||queue"
+	"q-begin-owned-operator|holds|$q -DRESETS=1 -DREPLAYS=1 -DPURGES=1 -DNARROW_STALL -DBEGIN_OWNED|$safety||queue"
+	"live-q-workers|holds|-DLIVE $q -DSHUTDOWNS=1|$live|-a -f|queue"
+	"live-q-operator|holds|-DLIVE $q -DSTALLS=0 -DRESETS=1 -DREPLAYS=1 -DPURGES=1|$live|-a -f|queue"
+	"live-q-switch-unified|holds|-DLIVE $q -DSWITCH -DUNIFIED|$live|-a -f|queue"
+	"q-enqueue-ack-first|Q1|$q -DENQ_ACK_FIRST|$quick||queue"
+	"q-begin-no-token|Q2|$q -DBEGIN_NO_TOKEN|$quick||queue"
+	"q-settle-no-owner|Q2|$q -DSETTLE_NO_OWNER|$quick||queue"
+	"q-settle-no-token|Q3|$q -DRESETS=1 -DSETTLE_NO_TOKEN|$quick||queue"
+	"q-retry-same-token|Q2|$q -DRETRY_SAME_TOKEN|$quick||queue"
+	"q-reclaim-anytime|Q2|$q -DRECLAIM_ANYTIME|$quick||queue"
+	"q-handback-drops|Q1|$q -DSHUTDOWNS=1 -DHANDBACK_DROPS|$quick||queue"
+	"live-q-dead-never|Q4|-DLIVE $q -DDEAD_NEVER|$live|-a -f|queue"
+	"q-replay-old-token|Q2|$q -DREPLAYS=1 -DREPLAY_OLD_TOKEN|$quick||queue"
+	"q-purge-forgets|Q1|$q -DPURGES=1 -DPURGE_FORGETS|$quick||queue"
+	"q-reset-live|Q5|$q -DRESETS=1 -DRESET_LIVE|$quick||queue"
+	"q-switch-as-built|Q2|$q -DCOPIES=3 -DSWITCH|$quick||queue"
+	"live-q-switch-as-built|Q4|-DLIVE $q -DSWITCH|$live|-a -f -A|queue"
+	"q-no-stall-excuse|Q2|$q -DSTRICT_STALL|$quick||queue"
+	"q-no-kill-excuse|Q2|$q -DSTRICT_KILL|$quick||queue"
+	"q-no-ghost-excuse|Q2|$q -DSTRICT_GHOST|$quick||queue"
+	"q-stall-before-begin|Q2|$q -DNARROW_STALL|$quick||queue"
 )
 
-# run NAME SPINFLAGS CCFLAGS PANFLAGS: generate, compile and run one verifier
-# in its own directory; leaves pan.out, rc and secs there.
+# run NAME SPINFLAGS CCFLAGS PANFLAGS MODEL: generate, compile and run one
+# verifier in its own directory; leaves pan.out, rc and secs there.
 run() {
 	local d=$tmp/$1 t0 rc=0
 	mkdir -p "$d"
-	cp "$model" "$d/"
+	cp "$here/$5.pml" "$d/"
 	cd "$d"
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086 # the flag lists are meant to split
-	{ spin $2 -a keyprotocol.pml >spin.out 2>&1 &&
+	{ spin $2 -a "$5.pml" >spin.out 2>&1 &&
 		cc -w -O1 $3 -o pan pan.c >cc.out 2>&1 &&
 		./pan -m20000 $4 >pan.out 2>&1; } || rc=$?
 	echo "$rc" >rc
 	echo "$(date +%s.%N) $t0" | awk '{printf "%.1f", $1 - $2}' >secs
 }
 
+# MODEL_ONLY (a grep -E pattern) keeps the configurations it matches.
+if [ -n "${MODEL_ONLY:-}" ]; then
+	keep=()
+	for c in "${configs[@]}"; do
+		if grep -Eq -- "$MODEL_ONLY" <<<"${c%%|*}"; then keep+=("$c"); fi
+	done
+	configs=("${keep[@]}")
+fi
+
 for c in "${configs[@]}"; do
-	IFS='|' read -r name expect sflags cflags pflags <<<"$c"
+	IFS='|' read -r name expect sflags cflags pflags m <<<"$c"
 	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-	run "$name" "$sflags" "$cflags" "$pflags" &
+	run "$name" "$sflags" "$cflags" "$pflags" "${m:-keyprotocol}" &
 done
 wait
 
 # violated NAME: which property the run found violated ("" if none).
 violated() {
 	local out=$tmp/$1/pan.out
-	if grep -q 'acceptance cycle' "$out"; then echo P3
+	if grep -q 'acceptance cycle' "$out"; then
+		if [ -e "$tmp/$1/queue.pml" ]; then echo Q4; else echo P3; fi
+	elif grep -q 'assertion violated (*Q[1-6]_==0' "$out"; then
+		sed -n 's/.*assertion violated (*\(Q[1-6]\)_==0.*/\1/p' "$out" | head -1
 	elif grep -q 'assertion violated.*acct\[' "$out"; then echo P1
 	elif grep -q 'assertion violated (acc_any)' "$out"; then echo P2
 	elif grep -q 'assertion violated.*win\[j\]>gen\[j\]' "$out"; then echo P4a
