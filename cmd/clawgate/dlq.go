@@ -179,21 +179,26 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	// want: the positional arguments this verb takes.
+	want := []string{"ROUTE", "ID"}
+	if verb == "list" || (verb == "replay" && o.all) {
+		want = want[:1]
+	}
 	switch {
-	case verb == "list" && len(pos) != 1:
-		return usageError("want ROUTE, got %d arguments", len(pos))
-	case verb == "list" && o.limit < 1:
-		return usageError("-limit must be a positive integer, got %d", o.limit)
 	case verb == "replay" && o.all && len(pos) == 2:
 		return usageError("give an event ID or -all, not both")
-	case verb == "replay" && o.all && len(pos) != 1:
-		return usageError("want ROUTE with -all, got %d arguments", len(pos))
-	case verb == "replay" && !o.all && len(pos) != 2:
-		return usageError("want ROUTE and ID (or ROUTE -all), got %d arguments", len(pos))
+	case len(pos) < len(want):
+		msg := missingArgs(want, len(pos))
+		if verb == "replay" && !o.all {
+			msg = strings.TrimSuffix(msg, ")") + ", or ROUTE -all)"
+		}
+		return usageError("%s", msg)
+	case len(pos) > len(want):
+		return usageError("unexpected argument %q (want %s)", pos[len(want)], strings.Join(want, " "))
+	case verb == "list" && o.limit < 1:
+		return usageError("-limit must be a positive integer, got %d", o.limit)
 	case verb == "replay" && o.keep && !o.all:
 		return usageError("-detach goes with -all")
-	case verb == "purge" && len(pos) != 2:
-		return usageError("want ROUTE and ID, got %d arguments", len(pos))
 	}
 	for _, p := range pos {
 		if p == "" {
