@@ -360,13 +360,23 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 		return
 	}
+	writeJSON(w, http.StatusOK, a.syncKeyState(route, key, st))
+}
+
+// syncKeyState is a sync route's key as the key API reports it, both to a
+// get and as what a reset forgot: the store's record with this instance's
+// local window counted in. The window answers a copy of a finished key
+// without asking the store, so the store alone undercounts the attempts
+// (an event sent 5 times, 4 of them replayed from the window, has 1 in
+// the store); a reset must read the window before it forgets the key.
+func (a *api) syncKeyState(route, key string, st store.KeyState) KeyState {
 	if n, last, ok := a.Gateway.WindowState(idkey.Scoped(route, key)); ok {
 		st.Attempts = max(st.Attempts, n)
 		if last.After(st.LastSeen) {
 			st.LastSeen = last
 		}
 	}
-	writeJSON(w, http.StatusOK, keyState(route, key, st))
+	return keyState(route, key, st)
 }
 
 func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
@@ -390,7 +400,7 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 			return
 		}
-		forgot = keyState(route, key, st)
+		forgot = a.syncKeyState(route, key, st)
 	}
 	a.Gateway.Forget(idkey.Scoped(route, key))
 	if a.Broadcaster != nil {
