@@ -129,6 +129,12 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	// the optional interfaces below are asked of the store itself.
 	st := store.NewTimed(raw, func(op string) store.Observer { return m.StoreObserver(op) })
 	opened.push(func() { st.Close() })
+	// A store written by a newer schema is refused before anything is
+	// written to it; one that does not answer is checked once it does.
+	schemaPending, err := checkSchema(raw, log)
+	if err != nil {
+		return nil, err
+	}
 	// Tracing is off unless tracing.enabled or an OTEL_* variable turns it
 	// on (then nil); Shutdown flushes and stops it.
 	tp, err := tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: o.Version, Logger: log})
@@ -173,6 +179,9 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	if w, ok := raw.(durabilityWatcher); ok {
 		w.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m))
+	}
+	if schemaPending {
+		go in.awaitSchema(bg, raw.(schemaChecker))
 	}
 	var tlsConfig *tls.Config
 	if cert != nil {
@@ -472,6 +481,73 @@ func queueRoutes(cfg *config.Config) []queue.Route {
 		})
 	}
 	return out
+}
+
+// schemaChecker is a store that records its schema version (Redis).
+type schemaChecker interface {
+	CheckSchema(ctx context.Context) (int, error)
+}
+
+// schemaTimeout bounds the schema check at start; schemaRetry is how often
+// it is tried again while the store does not answer.
+const (
+	schemaTimeout = 5 * time.Second
+	schemaRetry   = time.Second
+)
+
+// checkSchema reads the store's schema version at start (writing it on a
+// new store): a newer one than this build knows is an error and the
+// gateway does not start. A store that does not answer is not: the
+// gateway starts without it, as it always has, and pending is true so the
+// check runs again once it answers (awaitSchema).
+func checkSchema(st store.Store, log *slog.Logger) (pending bool, err error) {
+	sc, ok := st.(schemaChecker)
+	if !ok {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), schemaTimeout)
+	defer cancel()
+	v, err := sc.CheckSchema(ctx)
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		log.Warn("store: the Redis store does not answer, so its schema version is checked once it does", "error", err.Error())
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	log.Debug("store: schema version", "version", v)
+	return false, nil
+}
+
+// awaitSchema checks the store's schema version until the store answers.
+// On a newer one the instance fails as a listener would (Err), and the
+// process stops.
+func (in *Server) awaitSchema(ctx context.Context, sc schemaChecker) {
+	t := time.NewTicker(schemaRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, schemaTimeout)
+		_, err := sc.CheckSchema(cctx)
+		cancel()
+		switch {
+		case err == nil:
+			in.log.Info("store: the Redis store answers; its schema version is one this build knows")
+			return
+		case errors.Is(err, store.ErrUnavailable):
+			continue
+		}
+		in.log.Error("store: refusing to serve on this store", "error", err.Error())
+		select {
+		case in.errc <- err:
+		default:
+		}
+		return
+	}
 }
 
 // openStore builds the configured store. A Redis that is down does not stop
