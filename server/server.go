@@ -288,6 +288,13 @@ func (in *Server) Reload(path string) error {
 		in.log.Warn("config reload: " + field + " changed; it takes effect at the next restart")
 	}
 	config.KeepRestartFields(started, cfg)
+	// A queue route that still holds events stays one until they drain.
+	if err := in.checkQueueLeaving(cfg, path); err != nil {
+		in.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		in.log.Error("config reload refused; keeping the running config", "error", err.Error())
+		return err
+	}
+	leaving := leavingQueue(in.gw.Config(), cfg)
 	// The queue routes' workers follow the new routes before the gateway
 	// sends them deliveries.
 	if err := in.queue.Apply(context.Background(), queueRoutes(cfg)); err != nil {
@@ -296,6 +303,7 @@ func (in *Server) Reload(path string) error {
 		return err
 	}
 	in.gw.Reload(cfg)
+	in.reportParked(leaving)
 	if cert != nil {
 		if old := in.cert.Swap(cert); old == nil || !bytes.Equal(old.Certificate[0], cert.Certificate[0]) {
 			attrs := []any{"cert_file", started.TLS.CertFile}
