@@ -115,3 +115,69 @@ func TestReloadRefusesToParkQueuedEvents(t *testing.T) {
 		})
 	}
 }
+
+// Regression: a route switched from sync to queue by a reload delivered
+// again an event the sync path had delivered before the switch, when the
+// provider retried it after (the queue's enqueue did not look at the sync
+// store's record). Now the retry gets the stored answer, replayed, and a
+// copy of an event whose sync copy is still being forwarded gets 409. On
+// the memory store, on one Redis server (the enqueue's script reads the
+// sync record) and on a Redis Cluster (the gateway reads it first, for the
+// sync route's retention after the switch). The local window is 1 ms, so
+// the retries reach the store.
+func TestSyncToQueueSwitchDoesNotDeliverAgain(t *testing.T) {
+	for _, be := range []string{"memory", "redis", "cluster"} {
+		t.Run(be, func(t *testing.T) {
+			up := newQUpstream(t)
+			c := qConf{upstream: up.srv.URL}
+			switch be {
+			case "redis":
+				c.redis = redistest.Start(t)
+			case "cluster":
+				c.redis = "CLUSTER"
+			}
+			queued := strings.Replace(c.yaml(), "dedupe: { lock_ttl: 5s }", "dedupe: { lock_ttl: 5s, window: 1ms }", 1)
+			if be == "cluster" {
+				nodes := redistest.StartCluster(t)
+				queued = strings.Replace(queued, `addrs: ["CLUSTER"]`, `addrs: ["`+strings.Join(nodes, `", "`)+`"]`, 1)
+			}
+			sync := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
+				"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+			in := startFile(t, sync, nil)
+			url := "http://" + in.Addr().String() + "/webhook/order"
+
+			if a := qPost(url, "before-1"); a.status != 200 || a.replayed {
+				t.Fatalf("on the sync route: %d replayed=%v %q %v", a.status, a.replayed, a.raw, a.err)
+			}
+			// A sync copy held at the upstream across the switch.
+			up.hold()
+			heldDone := make(chan qAnswer, 1)
+			go func() { heldDone <- qPost(url, "held-1") }()
+			qEventually(t, 10*time.Second, func() bool { return up.held.Load() == 1 }, func() string { return "the sync copy held" })
+
+			in.rewrite(queued)
+			if err := in.Reload(in.path); err != nil {
+				t.Fatalf("reload to a queue route: %v", err)
+			}
+			time.Sleep(5 * time.Millisecond) // past the 1 ms local window
+			if a := qPost(url, "held-1"); a.status != 409 {
+				t.Fatalf("a copy of the event whose sync copy is in flight: %d %q, want 409", a.status, a.raw)
+			}
+			up.release()
+			if a := <-heldDone; a.status != 200 {
+				t.Fatalf("the held sync copy: %d %q", a.status, a.raw)
+			}
+			for _, k := range []string{"before-1", "held-1"} {
+				a := qPost(url, k)
+				if a.status != 200 || !a.replayed || !strings.Contains(a.raw, `"upstream":200`) {
+					t.Fatalf("a retry of %s, delivered on the sync route, after the switch: %d replayed=%v %q, want its stored 200 replayed", k, a.status, a.replayed, a.raw)
+				}
+			}
+			if a := qPost(url, "after-1"); a.status != 202 {
+				t.Fatalf("a new event after the switch: %d %q", a.status, a.raw)
+			}
+			up.waitCompleted(t, []string{"after-1"}, 10*time.Second)
+			checkOnce(t, up, []string{"before-1", "held-1", "after-1"})
+		})
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
@@ -161,7 +162,12 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		Backend: qb, Metrics: m, Log: log, ReplayRate: cfg.Queue.ReplayRate,
 		OnDead: al.DeadLettered, OnDrained: al.DLQDrained,
 	})
-	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer(), Queue: qm})
+	readsSync := false
+	if r, ok := qb.(interface{ ChecksSyncRecords() bool }); ok {
+		readsSync = r.ChecksSyncRecords()
+	}
+	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, Alerter: al, Tracer: tp.Tracer(), Queue: qm,
+		QueueReadsSyncRecords: readsSync})
 	opened.push(func() { qm.Close(0) })
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
@@ -398,6 +404,11 @@ type redisClient interface {
 	OpTimeout() time.Duration
 }
 
+// syncKeyer names the sync store's Redis keys of a scoped key.
+type syncKeyer interface {
+	SyncKeys(scoped string) (lock, done, attempts string)
+}
+
 // openQueue builds the queue backend: Kafka (keys in the store), the
 // store's Redis, or this process's memory.
 func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
@@ -418,6 +429,15 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 		q := queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		q.UseBatcher(rc.RunScript)
 		q.UseDurable(rc.RunDurable)
+		// A route switched from sync to queue answers a retry of an event
+		// finished before the switch from the sync record, read in the
+		// enqueue's script where it shares the slot: not on a Cluster,
+		// where the gateway reads it first instead (proxy).
+		if sk, ok := st.(syncKeyer); ok {
+			if _, cluster := rc.Client().(*redis.ClusterClient); !cluster {
+				q.CheckSyncRecords(func(route, key string) (string, string, string) { return sk.SyncKeys(idkey.Scoped(route, key)) })
+			}
+		}
 		return q, nil
 	default:
 		if queued > 0 {

@@ -96,4 +96,3 @@ func (in *Server) reportParked(names []string) {
 			"route", name, "undelivered", st.Depth, "dead_lettered", st.DLQ)
 	}
 }
-
