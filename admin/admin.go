@@ -22,6 +22,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/idkey"
+	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -352,6 +353,19 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 			a.queueError(w, route, "", err)
 			return
 		}
+		if qs.State == queue.StateAbsent {
+			// A route switched from sync to queue answers a key the sync
+			// path finished from the store's record: so does the key API.
+			st, err := a.Store.Get(r.Context(), idkey.Scoped(route, key))
+			if err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
+				return
+			}
+			if st.State != store.Absent {
+				writeJSON(w, http.StatusOK, a.syncKeyState(route, key, st))
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, queueKeyState(route, key, qs))
 		return
 	}
@@ -394,6 +408,16 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		forgot = queueKeyState(route, key, qs)
+		// The store's record of the key, from before a switch from sync,
+		// is forgotten too: it would still be answered.
+		st, err := a.Store.Delete(r.Context(), idkey.Scoped(route, key))
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
+			return
+		}
+		if qs.State == queue.StateAbsent && st.State != store.Absent {
+			forgot = a.syncKeyState(route, key, st)
+		}
 	} else {
 		st, err := a.Store.Delete(r.Context(), idkey.Scoped(route, key))
 		if err != nil {

@@ -178,6 +178,22 @@ func TestSyncToQueueSwitchDoesNotDeliverAgain(t *testing.T) {
 			}
 			up.waitCompleted(t, []string{"after-1"}, 10*time.Second)
 			checkOnce(t, up, []string{"before-1", "held-1", "after-1"})
+
+			// The key API reads the sync record too, and a reset forgets
+			// it: the next copy is queued and delivered, as asked.
+			qi := &qInstance{Server: in.Server, t: t}
+			if ks := qi.keyState("before-1"); ks.State != "finished" || ks.Status != 200 {
+				t.Fatalf("keys get of a key finished before the switch: %+v, want finished 200", ks)
+			}
+			var reset admin.ResetResult
+			if code := qi.adminJSON("DELETE", "/admin/keys/orders/before-1", &reset); code != 200 || reset.Forgot.State != "finished" {
+				t.Fatalf("keys reset: %d %+v, want it to forget a finished key", code, reset)
+			}
+			time.Sleep(5 * time.Millisecond) // past the 1 ms local window
+			if a := qPost(url, "before-1"); a.status != 202 || a.replayed {
+				t.Fatalf("the key after its reset: %d replayed=%v %q, want 202 queued anew", a.status, a.replayed, a.raw)
+			}
+			qEventually(t, 10*time.Second, func() bool { return up.completions("before-1") == 2 }, func() string { return "the reset key delivered again" })
 		})
 	}
 }
