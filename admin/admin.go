@@ -23,6 +23,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/idkey"
+	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -394,6 +395,19 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 			a.queueError(w, route, "", err)
 			return
 		}
+		if qs.State == queue.StateAbsent {
+			// A route switched from sync to queue answers a key the sync
+			// path finished from the store's record: so does the key API.
+			st, err := a.Store.Get(r.Context(), idkey.Scoped(route, key))
+			if err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
+				return
+			}
+			if st.State != store.Absent {
+				writeJSON(w, http.StatusOK, a.syncKeyState(route, key, st))
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, queueKeyState(route, key, qs))
 		return
 	}
@@ -402,13 +416,23 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 		return
 	}
+	writeJSON(w, http.StatusOK, a.syncKeyState(route, key, st))
+}
+
+// syncKeyState is a sync route's key as the key API reports it, both to a
+// get and as what a reset forgot: the store's record with this instance's
+// local window counted in. The window answers a copy of a finished key
+// without asking the store, so the store alone undercounts the attempts
+// (an event sent 5 times, 4 of them replayed from the window, has 1 in
+// the store); a reset must read the window before it forgets the key.
+func (a *api) syncKeyState(route, key string, st store.KeyState) KeyState {
 	if n, last, ok := a.Gateway.WindowState(idkey.Scoped(route, key)); ok {
 		st.Attempts = max(st.Attempts, n)
 		if last.After(st.LastSeen) {
 			st.LastSeen = last
 		}
 	}
-	writeJSON(w, http.StatusOK, keyState(route, key, st))
+	return keyState(route, key, st)
 }
 
 func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
@@ -426,13 +450,23 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		forgot = queueKeyState(route, key, qs)
+		// The store's record of the key, from before a switch from sync,
+		// is forgotten too: it would still be answered.
+		st, err := a.Store.Delete(r.Context(), idkey.Scoped(route, key))
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
+			return
+		}
+		if qs.State == queue.StateAbsent && st.State != store.Absent {
+			forgot = a.syncKeyState(route, key, st)
+		}
 	} else {
 		st, err := a.Store.Delete(r.Context(), idkey.Scoped(route, key))
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 			return
 		}
-		forgot = keyState(route, key, st)
+		forgot = a.syncKeyState(route, key, st)
 	}
 	a.Gateway.Forget(idkey.Scoped(route, key))
 	if a.Broadcaster != nil {

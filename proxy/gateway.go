@@ -56,6 +56,12 @@ type Options struct {
 	// Queue stores the deliveries of `delivery: queue` routes. Nil: they
 	// get 503.
 	Queue Queue
+	// QueueReadsSyncRecords: the queue's enqueue itself answers a key
+	// finished (or in flight) on the sync path, as the Redis queue does on
+	// a single server or Sentinel. False: for a route a reload turned
+	// from sync into queue, the gateway reads the store's record before
+	// each enqueue, for the old route's retention after the switch.
+	QueueReadsSyncRecords bool
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's zero value.
@@ -71,6 +77,10 @@ type Gateway struct {
 	now     func() time.Time
 	tracer  trace.Tracer // nil: tracing off
 	queue   Queue        // nil: no queue routes
+	store   store.Store
+	// readsSync and fromSync: see Options.QueueReadsSyncRecords.
+	readsSync bool
+	fromSync  fromSync
 
 	writeTimeout time.Duration
 
@@ -87,6 +97,8 @@ func New(cfg *config.Config, o Options) *Gateway {
 		now:          o.Now,
 		tracer:       o.Tracer,
 		queue:        o.Queue,
+		store:        o.Store,
+		readsSync:    o.QueueReadsSyncRecords,
 		writeTimeout: o.WriteTimeout,
 	}
 	if g.writeTimeout <= 0 {
@@ -119,6 +131,7 @@ func (g *Gateway) Reload(cfg *config.Config) {
 		}
 	}
 	if old := g.tbl.Swap(t); old != nil {
+		g.fromSync.note(old.cfg, cfg, time.Now())
 		old.close()
 	}
 }

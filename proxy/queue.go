@@ -7,7 +7,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/store"
 
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
@@ -39,6 +43,11 @@ func (g *Gateway) queued(d *delivery) error {
 	labels := dedupe.Labels{Route: rt.Name, Key: d.key, RequestID: d.reqID, Metrics: rt.m}
 	if adm, ok := g.guard.Cached(d.scoped, d.fp, labels); ok {
 		return g.duplicate(d, adm)
+	}
+	if !g.readsSync && g.fromSync.covers(rt.Name, d.start) {
+		if done, err := g.syncRecord(d); done {
+			return err
+		}
 	}
 	// The URI is stored relative to the route's upstream: a reload that
 	// moves the upstream sends the queued events to the new one, under
@@ -160,4 +169,80 @@ func retryAfterHeader(ans Answer) time.Duration {
 		return 0
 	}
 	return time.Duration(min(s, 86400)) * time.Second
+}
+
+// fromSync remembers, for each route a reload of this process turned from
+// sync into queue, until when the sync store may still hold its finished
+// keys: the switch plus the sync route's retention. Read on every queue
+// delivery, written at reloads only.
+type fromSync struct {
+	until atomic.Pointer[map[string]time.Time]
+}
+
+// note records the routes that were sync routes in old and are queue
+// routes in cfg, and keeps the earlier ones still within their time.
+func (f *fromSync) note(old, cfg *config.Config, now time.Time) {
+	wasSync := map[string]time.Duration{}
+	for i := range old.Routes {
+		if r := &old.Routes[i]; !r.Queued() {
+			wasSync[r.Name] = r.Retention
+		}
+	}
+	prev := f.until.Load()
+	next := map[string]time.Time{}
+	for i := range cfg.Routes {
+		r := &cfg.Routes[i]
+		if !r.Queued() {
+			continue
+		}
+		if ret, ok := wasSync[r.Name]; ok {
+			next[r.Name] = now.Add(ret)
+		} else if prev != nil {
+			if t, ok := (*prev)[r.Name]; ok && now.Before(t) {
+				next[r.Name] = t
+			}
+		}
+	}
+	if len(next) == 0 && prev == nil {
+		return
+	}
+	f.until.Store(&next)
+}
+
+// covers reports whether route was a sync route recently enough, at t,
+// for the store to hold finished keys of it.
+func (f *fromSync) covers(route string, t time.Time) bool {
+	m := f.until.Load()
+	if m == nil {
+		return false
+	}
+	until, ok := (*m)[route]
+	return ok && t.Before(until)
+}
+
+// syncRecord answers a copy, on a queue route that was a sync route, of
+// an event the sync path finished (its stored answer, or 422 for another
+// payload) or is forwarding (409), from the store's record; done false
+// when the store has neither and the event is queued as usual. A store
+// that does not answer gets 503: it cannot be told whether the event was
+// delivered.
+func (g *Gateway) syncRecord(d *delivery) (done bool, err error) {
+	p, ok := g.store.(store.Peeker)
+	if !ok {
+		return false, nil
+	}
+	state, out, err := p.Peek(d.in.context(), d.scoped)
+	if err != nil {
+		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)
+		se.retryAfter = 1
+		return true, se
+	}
+	switch state {
+	case store.Finished:
+		g.guard.Remember(d.scoped, out, 1, d.gen)
+		return true, g.finishedDuplicate(d, "store", &out)
+	case store.InFlight:
+		return true, g.inFlightDuplicate(d, "store", time.Second)
+	}
+	return false, nil
 }

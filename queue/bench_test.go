@@ -23,7 +23,17 @@ func benchBackends(b *testing.B) map[string]Backend {
 	if err := r.Prepare(context.Background(), "orders", 1); err != nil {
 		b.Fatal(err)
 	}
-	return map[string]Backend{"memory": NewMemory(), "redis": r}
+	// As the gateway runs it on a single server or Sentinel: the enqueue
+	// also reads the key's sync record (a route switched from sync).
+	rs := NewRedis(c, "bench-sync:", time.Second)
+	rs.CheckSyncRecords(func(route, key string) (string, string, string) {
+		k := "{" + route + ":" + key + "}"
+		return "bench-sync:webhook_lock:" + k, "bench-sync:webhook_done:" + k, "bench-sync:webhook_attempts:" + k
+	})
+	if err := rs.Prepare(context.Background(), "orders", 1); err != nil {
+		b.Fatal(err)
+	}
+	return map[string]Backend{"memory": NewMemory(), "redis": r, "redis-sync-records": rs}
 }
 
 // BenchmarkQueueEnqueue is the acknowledgement's cost: one new event

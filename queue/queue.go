@@ -63,8 +63,10 @@ const (
 	// Full: the route holds max_depth undelivered events; nothing stored.
 	Full
 	// InFlight: another copy of the key is being stored right now (Kafka:
-	// its record is being produced); answer 409 with Retry-After, as for
-	// a copy in flight on a sync route.
+	// its record is being produced), or (Redis with CheckSyncRecords) a
+	// copy from before the route became a queue route is being forwarded
+	// on the sync path; answer 409 with Retry-After, as for a copy in
+	// flight on a sync route.
 	InFlight
 )
 

@@ -60,6 +60,9 @@ type Redis struct {
 	// durable, when set (UseDurable), sends the scripts that acknowledge
 	// an event or record an outcome; nil: run.
 	durable ScriptRunner
+	// syncKeys, when set (CheckSyncRecords), names a key's sync-route
+	// records, read by Enqueue.
+	syncKeys SyncKeys
 
 	mu     sync.RWMutex
 	shards map[string]int
@@ -94,6 +97,24 @@ func (r *Redis) UseBatcher(run ScriptRunner) { r.run = run }
 // through run instead: the store's RunDurable, which waits for
 // store.redis.wait_replicas replicas after each. Call it before use.
 func (r *Redis) UseDurable(run ScriptRunner) { r.durable = run }
+
+// SyncKeys names the Redis keys of the sync store's record of a route's
+// key: its lock, its finished record and its attempt counter
+// (store.Redis.SyncKeys with the scoped key).
+type SyncKeys func(route, key string) (lock, done, attempts string)
+
+// CheckSyncRecords makes Enqueue read, in its script, the sync store's
+// record of a key the queue does not know: a key finished while the
+// route was a sync route is answered as delivered (its stored answer,
+// nothing queued), one whose sync copy is being forwarded as in flight.
+// So a route switched from sync to queue does not deliver again an event
+// it delivered before the switch, at no extra round trip. Only where
+// those keys may share the script's slot: a single server or Sentinel,
+// never a Cluster. Call it before use.
+func (r *Redis) CheckSyncRecords(k SyncKeys) { r.syncKeys = k }
+
+// ChecksSyncRecords reports whether Enqueue reads the sync records.
+func (r *Redis) ChecksSyncRecords() bool { return r.syncKeys != nil }
 
 // runDurable runs s through the durable runner, or run without one.
 func (r *Redis) runDurable(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
@@ -294,12 +315,33 @@ func shardOfID(id string, shards int) (int, bool) {
 }
 
 var (
-	// KEYS: key hash, event, stream, age.
+	// KEYS: key hash, event, stream, age, and with CheckSyncRecords the
+	// sync store's lock, record and attempts of the key.
 	// ARGV: eid, tok, fp, now ms, payload, max depth, key.
 	// Reply: {0, n} enqueued; {1, n, eid, st, fp} pending; {2, n, rec}
-	// finished; {3} full.
+	// finished (here, or by the sync route the route was: then n is the
+	// sync counter, counted as a sync claim would); {3} full; {4} a sync
+	// copy in flight.
 	enqueueScript = redis.NewScript(`
 local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'fp', 'rec')
+if h[1] == false and #KEYS == 7 then
+  local d = redis.call('GET', KEYS[6])
+  if d then
+    local n = redis.call('HINCRBY', KEYS[7], 'n', 1)
+    if n == 1 then
+      redis.call('HSET', KEYS[7], 'first', ARGV[4])
+    end
+    redis.call('HSET', KEYS[7], 'last', ARGV[4])
+    local ttl = redis.call('PTTL', KEYS[6])
+    if ttl > 0 then
+      redis.call('PEXPIRE', KEYS[7], ttl)
+    end
+    return {2, n, d}
+  end
+  if redis.call('EXISTS', KEYS[5]) == 1 then
+    return {4}
+  end
+end
 if h[1] == false and redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[6]) then
   return {3}
 end
@@ -502,6 +544,10 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(e.Route, shard, e.Key), r.event(e.Route, shard, eid), r.stream(e.Route, shard), r.ageSet(e.Route, shard)}
+	if r.syncKeys != nil {
+		lock, done, attempts := r.syncKeys(e.Route, e.Key)
+		keys = append(keys, lock, done, attempts)
+	}
 	res, err := r.runDurable(ctx, enqueueScript, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key).Slice()
 	if err != nil {
 		return Ack{}, fail("enqueue", err)
@@ -525,6 +571,8 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 		return Ack{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: copies}, nil
 	case 3:
 		return Ack{State: Full}, nil
+	case 4:
+		return Ack{State: InFlight}, nil
 	}
 	return Ack{}, corrupt("enqueue", res)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
@@ -153,6 +154,12 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	// the optional interfaces below are asked of the store itself.
 	st := store.NewTimed(raw, func(op string) store.Observer { return m.StoreObserver(op) })
 	opened.push(func() { st.Close() })
+	// A store written by a newer schema is refused before anything is
+	// written to it; one that does not answer is checked once it does.
+	schemaPending, err := checkSchema(raw, log)
+	if err != nil {
+		return nil, err
+	}
 	// Tracing is off unless tracing.enabled or an OTEL_* variable turns it
 	// on (then nil); Shutdown flushes and stops it.
 	tp, err := tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: o.Version, Logger: log})
@@ -179,7 +186,12 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		Backend: qb, Metrics: m, Log: log, ReplayRate: cfg.Queue.ReplayRate,
 		OnDead: al.DeadLettered, OnDrained: al.DLQDrained,
 	})
-	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm})
+	readsSync := false
+	if r, ok := qb.(interface{ ChecksSyncRecords() bool }); ok {
+		readsSync = r.ChecksSyncRecords()
+	}
+	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm,
+		QueueReadsSyncRecords: readsSync})
 	opened.push(func() { qm.Close(0) })
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
@@ -197,6 +209,9 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	if w, ok := raw.(durabilityWatcher); ok {
 		w.WatchDurability(bg, durabilityInterval, durabilityReporter(log, m, func() []string { return redisQueueRoutes(gw.Config()) }))
+	}
+	if schemaPending {
+		go in.awaitSchema(bg, raw.(schemaChecker))
 	}
 	var tlsConfig *tls.Config
 	if cert != nil {
@@ -316,6 +331,13 @@ func (in *Server) Reload(path string) error {
 		in.log.Warn("config reload: " + field + " changed; it takes effect at the next restart")
 	}
 	config.KeepRestartFields(started, cfg)
+	// A queue route that still holds events stays one until they drain.
+	if err := in.checkQueueLeaving(cfg, path); err != nil {
+		in.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		in.log.Error("config reload refused; keeping the running config", "error", err.Error())
+		return err
+	}
+	leaving := leavingQueue(in.gw.Config(), cfg)
 	// The queue routes' workers follow the new routes before the gateway
 	// sends them deliveries.
 	if err := in.queue.Apply(context.Background(), queueRoutes(cfg)); err != nil {
@@ -324,6 +346,7 @@ func (in *Server) Reload(path string) error {
 		return err
 	}
 	in.gw.Reload(cfg)
+	in.reportParked(leaving)
 	if cert != nil {
 		if old := in.cert.Swap(cert); old == nil || !bytes.Equal(old.Certificate[0], cert.Certificate[0]) {
 			attrs := []any{"cert_file", started.TLS.CertFile}
@@ -421,6 +444,11 @@ type redisClient interface {
 	OpTimeout() time.Duration
 }
 
+// syncKeyer names the sync store's Redis keys of a scoped key.
+type syncKeyer interface {
+	SyncKeys(scoped string) (lock, done, attempts string)
+}
+
 // openQueue builds the queue backend: Kafka (keys in the store), the
 // store's Redis, or this process's memory.
 func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
@@ -441,6 +469,15 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 		q := queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		q.UseBatcher(rc.RunScript)
 		q.UseDurable(rc.RunDurable)
+		// A route switched from sync to queue answers a retry of an event
+		// finished before the switch from the sync record, read in the
+		// enqueue's script where it shares the slot: not on a Cluster,
+		// where the gateway reads it first instead (proxy).
+		if sk, ok := st.(syncKeyer); ok {
+			if _, cluster := rc.Client().(*redis.ClusterClient); !cluster {
+				q.CheckSyncRecords(func(route, key string) (string, string, string) { return sk.SyncKeys(idkey.Scoped(route, key)) })
+			}
+		}
 		return q, nil
 	default:
 		if queued > 0 {
@@ -521,6 +558,73 @@ func queueRoutes(cfg *config.Config) []queue.Route {
 		})
 	}
 	return out
+}
+
+// schemaChecker is a store that records its schema version (Redis).
+type schemaChecker interface {
+	CheckSchema(ctx context.Context) (int, error)
+}
+
+// schemaTimeout bounds the schema check at start; schemaRetry is how often
+// it is tried again while the store does not answer.
+const (
+	schemaTimeout = 5 * time.Second
+	schemaRetry   = time.Second
+)
+
+// checkSchema reads the store's schema version at start (writing it on a
+// new store): a newer one than this build knows is an error and the
+// gateway does not start. A store that does not answer is not: the
+// gateway starts without it, as it always has, and pending is true so the
+// check runs again once it answers (awaitSchema).
+func checkSchema(st store.Store, log *slog.Logger) (pending bool, err error) {
+	sc, ok := st.(schemaChecker)
+	if !ok {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), schemaTimeout)
+	defer cancel()
+	v, err := sc.CheckSchema(ctx)
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		log.Warn("store: the Redis store does not answer, so its schema version is checked once it does", "error", err.Error())
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	log.Debug("store: schema version", "version", v)
+	return false, nil
+}
+
+// awaitSchema checks the store's schema version until the store answers.
+// On a newer one the instance fails as a listener would (Err), and the
+// process stops.
+func (in *Server) awaitSchema(ctx context.Context, sc schemaChecker) {
+	t := time.NewTicker(schemaRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, schemaTimeout)
+		_, err := sc.CheckSchema(cctx)
+		cancel()
+		switch {
+		case err == nil:
+			in.log.Info("store: the Redis store answers; its schema version is one this build knows")
+			return
+		case errors.Is(err, store.ErrUnavailable):
+			continue
+		}
+		in.log.Error("store: refusing to serve on this store", "error", err.Error())
+		select {
+		case in.errc <- err:
+		default:
+		}
+		return
+	}
 }
 
 // openStore builds the configured store. A Redis that is down does not stop

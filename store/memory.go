@@ -347,6 +347,23 @@ func (m *Memory) Get(_ context.Context, key string) (KeyState, error) {
 	return e.state(now), nil
 }
 
+// Peek implements Peeker. It changes nothing, not even recency.
+func (m *Memory) Peek(_ context.Context, key string) (State, Outcome, error) {
+	now := m.now().UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[key]
+	switch {
+	case e == nil:
+		return Absent, Outcome{}, nil
+	case e.lockExp > now:
+		return InFlight, Outcome{}, nil
+	case e.flags&entryFinished != 0 && e.exp > now:
+		return Finished, e.outcome(), nil
+	}
+	return Absent, Outcome{}, nil
+}
+
 // Delete implements Store.
 func (m *Memory) Delete(_ context.Context, key string) (KeyState, error) {
 	now := m.now().UnixNano()

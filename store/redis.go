@@ -328,6 +328,17 @@ func (r *Redis) keys(key string) []string {
 	}
 }
 
+// SyncKeys names the Redis keys of a sync route's scoped key
+// ("route:key"): its lock, its finished record and its attempt counter.
+// The Redis queue's enqueue reads them, in the same script, on a single
+// server or Sentinel (not on a Cluster, where they live in another slot),
+// so that a route switched from sync to queue does not deliver again an
+// event finished before the switch.
+func (r *Redis) SyncKeys(scoped string) (lock, done, attempts string) {
+	k := r.keys(scoped)
+	return k[0], k[1], k[2]
+}
+
 func (r *Redis) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.timeout)
 }
@@ -533,6 +544,29 @@ func (r *Redis) Get(ctx context.Context, key string) (KeyState, error) {
 		return KeyState{}, fmt.Errorf("store: redis get %q: %w", key, err)
 	}
 	return st, nil
+}
+
+// Peek implements Peeker: one read-only script, as Get.
+func (r *Redis) Peek(ctx context.Context, key string) (State, Outcome, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "0", 0).Slice()
+	if err != nil {
+		return Absent, Outcome{}, r.fail("peek", err)
+	}
+	st, err := parseInspect(res)
+	if err != nil {
+		return Absent, Outcome{}, fmt.Errorf("store: redis peek %q: %w", key, err)
+	}
+	if st.State != Finished {
+		return st.State, Outcome{}, nil
+	}
+	rec, _ := res[2].(string)
+	out, err := decodeRecordOwned([]byte(rec))
+	if err != nil {
+		return Absent, Outcome{}, fmt.Errorf("store: redis peek %q: %w", key, err)
+	}
+	return Finished, out, nil
 }
 
 // Delete implements Store: the state is read and the keys deleted in one

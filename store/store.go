@@ -49,6 +49,15 @@ type Store interface {
 	Close() error
 }
 
+// Peeker reads a key's state and, when finished, its stored answer,
+// without counting a delivery or taking the lock (Memory, Redis, Timed): a
+// queue route that was a sync route answers a retry of an event the sync
+// path finished before the switch from it.
+type Peeker interface {
+	// Peek reports Absent, InFlight or Finished (with the outcome).
+	Peek(ctx context.Context, key string) (State, Outcome, error)
+}
+
 // State of a key.
 type State int
 

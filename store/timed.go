@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -71,6 +72,19 @@ func (t *Timed) Get(ctx context.Context, key string) (KeyState, error) {
 	st, err := t.s.Get(ctx, key)
 	since(t.get, start)
 	return st, err
+}
+
+// Peek times s.Peek as "get"; a store that cannot peek (not a Peeker)
+// reports ErrUnavailable.
+func (t *Timed) Peek(ctx context.Context, key string) (State, Outcome, error) {
+	p, ok := t.s.(Peeker)
+	if !ok {
+		return Absent, Outcome{}, fmt.Errorf("%w: the store cannot read a record without claiming it", ErrUnavailable)
+	}
+	start := time.Now()
+	st, out, err := p.Peek(ctx, key)
+	since(t.get, start)
+	return st, out, err
 }
 
 // Delete times s.Delete as "delete".
