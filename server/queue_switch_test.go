@@ -97,6 +97,7 @@ func TestReloadRefusesToParkQueuedEvents(t *testing.T) {
 			}
 			for _, e := range qi.dlq().Entries {
 				req, _ := http.NewRequest("DELETE", qi.admin()+"/admin/dlq/orders/"+e.ID, nil)
+				req.Header.Set(admin.Header, "1")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)
