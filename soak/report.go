@@ -280,7 +280,11 @@ func (r *Report) writeDetails(w io.Writer) {
 		}
 	}
 	if r.KeptDir != "" {
-		fmt.Fprintf(w, "\nkept: %s (configs, gateway logs, redis log and AOF)\n", r.KeptDir)
+		what := "configs, gateway logs, redis log and AOF"
+		if r.Opts.kafka() {
+			what += ", kafka data"
+		}
+		fmt.Fprintf(w, "\nkept: %s (%s)\n", r.KeptDir, what)
 	}
 }
 
