@@ -73,11 +73,16 @@ helm-check:
 model:
 	model/check.sh
 
-## soak: the bounded fault soak: 2 gateways on a persistent Redis, 10,000 events,
-## upstream 500s and hangs, gateway SIGKILLs and Redis restarts (a few minutes).
-## make test runs its short preset (TestSoakShort).
+## soak: the bounded fault soaks, one after another, each stopping make on a
+## failure (about 5 minutes in all): a sync route, 10,000 events; then a queue
+## route on Redis Streams and on Kafka (kfake in the soak process), 5,000 events
+## each. 2 gateways on a persistent Redis, upstream 500s and hangs, 3 gateway
+## SIGKILLs, 1 SIGTERM (queue runs), 2 Redis restarts, 1 Kafka broker restart.
+## make test runs short presets (TestSoakShort, TestSoakShortQueue, TestSoakShortQueueKafka).
 soak: test-deps
 	$(GO) run ./soak
+	$(GO) run ./soak -queue -events 5000 -terms 1
+	$(GO) run ./soak -queue-backend kafka -events 5000 -terms 1 -kafka-restarts 1
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

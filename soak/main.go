@@ -7,6 +7,8 @@
 //
 //	go run ./soak            # 10,000 events, 3 kills, 2 Redis restarts (make soak)
 //	go run ./soak -short     # the 1,500-event preset the Go test runs
+//	go run ./soak -queue     # a queue route on Redis Streams
+//	go run ./soak -queue-backend kafka   # a queue route on Kafka (kfake in this process)
 //
 // Everything listens on 127.0.0.1; the run stops by itself by -duration,
 // and exits 1 when the report fails, 2 on a usage error.
@@ -36,7 +38,9 @@ func run(args []string) int {
 	duration := fs.Duration("duration", def.Duration, "hard cap on the whole run, build included; children are killed at it (100s with -short)")
 	kills := fs.Int("kills", def.Kills, "gateway SIGKILLs, each followed by a restart ~1 s later (1 with -short)")
 	terms := fs.Int("terms", def.Terms, "gateway SIGTERMs (a drain of -grace 3s), each followed by a restart ~1 s later")
-	queued := fs.Bool("queue", false, "the route with delivery: queue on Redis Streams: acknowledged is the 202, and the run waits for the queue to deliver")
+	queued := fs.Bool("queue", false, "the route with delivery: queue (on -queue-backend): acknowledged is the 202, and the run waits for the queue to deliver")
+	backend := fs.String("queue-backend", "redis", "the queue's `backend` with -queue: redis (Redis Streams) or kafka (one kfake broker inside the soak, the keys' ledger on Redis); implies -queue")
+	kafkaRestarts := fs.Int("kafka-restarts", 0, "restarts of the in-process Kafka broker (clean stop and start, data kept), down 1-2 s each; -queue-backend kafka only")
 	restarts := fs.Int("redis-restarts", def.RedisRestarts, "Redis restarts, SIGKILL and SIGTERM alternately, down 1-2 s each (1 with -short)")
 	rate := fs.Float64("rate", def.Rate, "events started per second (100 with -short)")
 	conc := fs.Int("concurrency", def.Concurrency, "deliveries in flight at most")
@@ -72,6 +76,11 @@ func run(args []string) int {
 			o.Rate = *rate
 		case "concurrency":
 			o.Concurrency = *conc
+		case "queue-backend":
+			o.QueueBackend = *backend
+			*queued = true
+		case "kafka-restarts":
+			o.KafkaRestarts = *kafkaRestarts
 		}
 	})
 	o.Keep, o.Verbose, o.Log = *keep, *verbose, os.Stderr

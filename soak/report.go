@@ -91,8 +91,10 @@ type Report struct {
 
 	Kills          []killRec
 	RedisRestarts  []restartRec
+	BrokerRestarts []restartRec // of the in-process Kafka broker
 	PlannedKills   int
 	PlannedRestart int
+	PlannedBroker  int
 
 	AcceptedCopies, AcceptedEvents int
 	Acknowledged, Lost             int
@@ -112,7 +114,8 @@ type Report struct {
 func (r *Report) Failed() bool {
 	return r.Aborted != "" || r.Lost > 0 || r.Undelivered > 0 || len(r.Outside) > 0 ||
 		r.Wrong > 0 || r.Refused > 0 || r.BadRequest > 0 ||
-		len(r.Kills) < r.PlannedKills || len(r.RedisRestarts) < r.PlannedRestart
+		len(r.Kills) < r.PlannedKills || len(r.RedisRestarts) < r.PlannedRestart ||
+		len(r.BrokerRestarts) < r.PlannedBroker
 }
 
 func (r *Report) rel(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(r.T0).Seconds()) }
@@ -124,7 +127,11 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "soak: seed %d, 2 instances on one redis, lock_ttl %v, route timeout %v, window %v, %d in flight\n",
 		o.Seed, lockTTL, routeTimeout, dedupeWindow, o.Concurrency)
 	if o.Queue {
-		fmt.Fprintf(w, "mode: delivery: queue on Redis Streams; the 202 is the acknowledgement, drained for up to %v after the traffic\n", o.DrainWait)
+		on := "Redis Streams"
+		if o.kafka() {
+			on = "Kafka (kfake, one broker in the soak process; the keys' ledger on the Redis)"
+		}
+		fmt.Fprintf(w, "mode: delivery: queue on %s; the 202 is the acknowledgement, drained for up to %v after the traffic\n", on, o.DrainWait)
 	}
 	fmt.Fprintf(w, "events %d\n", r.Events)
 	fmt.Fprintf(w, "deliveries %d (retries %d, duplicates %d, load-balancer failovers %d)\n",
@@ -146,6 +153,17 @@ func (r *Report) Write(w io.Writer) {
 		rs = append(rs, s)
 	}
 	fmt.Fprintf(w, "redis restarts at: %s\n", orNone(rs))
+	if o.kafka() {
+		var bs []string
+		for _, x := range r.BrokerRestarts {
+			s := fmt.Sprintf("stopped at %s", r.rel(x.Stopped))
+			if !x.Started.IsZero() {
+				s += fmt.Sprintf(", up again at %s", r.rel(x.Started))
+			}
+			bs = append(bs, s)
+		}
+		fmt.Fprintf(w, "kafka broker restarts: %s\n", orNone(bs))
+	}
 	fmt.Fprintf(w, "upstream: received %d copies, accepted %d copies of %d events (hung-up before the 200 %d, failed writes %d)\n",
 		r.Received, r.AcceptedCopies, r.AcceptedEvents, r.Gone, r.WriteFail)
 	fmt.Fprintf(w, "acknowledged %d\n", r.Acknowledged)
@@ -202,9 +220,9 @@ func orNone(s []string) string {
 func (r *Report) writeDetails(w io.Writer) {
 	const maxList = 10
 	failed := r.Failed()
-	if len(r.Kills) < r.PlannedKills || len(r.RedisRestarts) < r.PlannedRestart {
-		fmt.Fprintf(w, "\nfaults not injected as planned: %d of %d kills, %d of %d redis restarts\n",
-			len(r.Kills), r.PlannedKills, len(r.RedisRestarts), r.PlannedRestart)
+	if len(r.Kills) < r.PlannedKills || len(r.RedisRestarts) < r.PlannedRestart || len(r.BrokerRestarts) < r.PlannedBroker {
+		fmt.Fprintf(w, "\nfaults not injected as planned: %d of %d kills, %d of %d redis restarts, %d of %d kafka broker restarts\n",
+			len(r.Kills), r.PlannedKills, len(r.RedisRestarts), r.PlannedRestart, len(r.BrokerRestarts), r.PlannedBroker)
 	}
 	if r.HangMaxed > 0 || r.BadRequest > 0 {
 		fmt.Fprintf(w, "\nupstream oddities: %d hangs the gateway never hung up on, %d copies without an event id\n", r.HangMaxed, r.BadRequest)
@@ -262,7 +280,11 @@ func (r *Report) writeDetails(w io.Writer) {
 		}
 	}
 	if r.KeptDir != "" {
-		fmt.Fprintf(w, "\nkept: %s (configs, gateway logs, redis log and AOF)\n", r.KeptDir)
+		what := "configs, gateway logs, redis log and AOF"
+		if r.Opts.kafka() {
+			what += ", kafka data"
+		}
+		fmt.Fprintf(w, "\nkept: %s (%s)\n", r.KeptDir, what)
 	}
 }
 
@@ -274,6 +296,13 @@ func (r *Report) nearestFaults(t time.Time) string {
 	}
 	for _, x := range r.RedisRestarts {
 		s := fmt.Sprintf("redis %s %+.3fs", x.Signal, x.Stopped.Sub(t).Seconds())
+		if !x.Started.IsZero() {
+			s += fmt.Sprintf(" (up %+.3fs)", x.Started.Sub(t).Seconds())
+		}
+		parts = append(parts, s)
+	}
+	for _, x := range r.BrokerRestarts {
+		s := fmt.Sprintf("kafka broker stop %+.3fs", x.Stopped.Sub(t).Seconds())
 		if !x.Started.IsZero() {
 			s += fmt.Sprintf(" (up %+.3fs)", x.Started.Sub(t).Seconds())
 		}

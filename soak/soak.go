@@ -58,6 +58,15 @@ type Options struct {
 	// acknowledged event (one still undelivered then counts as lost).
 	Queue     bool
 	DrainWait time.Duration
+	// QueueBackend is the queue route's backend with Queue: "" or
+	// "redis" (Redis Streams, on the one Redis of the keys) or "kafka"
+	// (kfake, one Kafka broker inside the soak process on a loopback
+	// port; the keys' ledger stays on the Redis the restarts hit).
+	QueueBackend string
+	// KafkaRestarts are restarts of the in-process Kafka broker (kafka
+	// only), down 1-2 s each: a clean stop that saves its data, not a
+	// SIGKILL, which would kill the soak with it.
+	KafkaRestarts int
 
 	Short   bool
 	Verbose bool
@@ -92,8 +101,14 @@ func (o Options) validate() error {
 		return errors.New("-rate must be positive")
 	case o.Concurrency < 1:
 		return errors.New("-concurrency must be at least 1")
-	case o.Kills < 0 || o.Terms < 0 || o.RedisRestarts < 0:
-		return errors.New("-kills and -redis-restarts must not be negative")
+	case o.Kills < 0 || o.Terms < 0 || o.RedisRestarts < 0 || o.KafkaRestarts < 0:
+		return errors.New("-kills, -terms, -redis-restarts and -kafka-restarts must not be negative")
+	case o.QueueBackend != "" && o.QueueBackend != "redis" && o.QueueBackend != "kafka":
+		return fmt.Errorf("-queue-backend %q: want redis or kafka", o.QueueBackend)
+	case o.QueueBackend != "" && !o.Queue:
+		return errors.New("a queue backend needs the queue mode (-queue)")
+	case o.KafkaRestarts > 0 && o.QueueBackend != "kafka":
+		return errors.New("-kafka-restarts needs -queue-backend kafka")
 	case o.Duration <= 0:
 		return errors.New("-duration must be positive")
 	case o.MaxCopies < 1 || o.MaxTries < 1:
@@ -102,34 +117,63 @@ func (o Options) validate() error {
 	return nil
 }
 
+// kafka reports whether the run's queue is on Kafka.
+func (o Options) kafka() bool { return o.Queue && o.QueueBackend == "kafka" }
+
 func (o Options) logf(format string, args ...any) {
 	if o.Verbose && o.Log != nil {
 		fmt.Fprintf(o.Log, "soak: "+format+"\n", args...)
 	}
 }
 
-// fault is one planned kill or Redis restart, at an offset from the start.
+// fault is one planned kill, Redis restart or Kafka broker restart, at an
+// offset from the start.
 type fault struct {
-	at   time.Duration
-	kill bool
-	inst int
-	sig  syscall.Signal
-	down time.Duration
+	at     time.Duration
+	kill   bool
+	broker bool // a restart of the in-process Kafka broker
+	inst   int
+	sig    syscall.Signal
+	down   time.Duration
 }
 
 // planFaults spreads the kills and restarts, alternating, over the middle
-// of the time events are started in, so traffic flows around each.
+// of the time events are started in, so traffic flows around each. The
+// Kafka broker restarts go evenly between them; without any the plan is
+// the one a seed always gave.
 func planFaults(o Options) []fault {
 	rng := rand.New(rand.NewPCG(o.Seed, 0x6661756c))
 	period := time.Duration(float64(o.Events) / o.Rate * float64(time.Second))
-	n := o.Kills + o.Terms + o.RedisRestarts
+	const (
+		kindKill = iota
+		kindRedis
+		kindBroker
+	)
+	var kinds []int
+	k, r := 0, 0
+	for i := 0; i < o.Kills+o.Terms+o.RedisRestarts; i++ {
+		if (i%2 == 0 && k < o.Kills+o.Terms) || r >= o.RedisRestarts {
+			kinds = append(kinds, kindKill)
+			k++
+		} else {
+			kinds = append(kinds, kindRedis)
+			r++
+		}
+	}
+	m, l := o.KafkaRestarts, len(kinds)
+	for j := m - 1; j >= 0; j-- { // from the last, so earlier positions hold
+		pos := ((j+1)*l + m) / (m + 1) // rounded up
+		kinds = append(kinds[:pos], append([]int{kindBroker}, kinds[pos:]...)...)
+	}
+	n := len(kinds)
 	first := rng.IntN(2)
 	var fs []fault
-	k, r := 0, 0
-	for i := 0; i < n; i++ {
+	k, r = 0, 0
+	for i, kind := range kinds {
 		// Evenly spaced, each moved by up to a fifth of its slot.
 		at := time.Duration(float64(period) * (0.1 + 0.8*(float64(i)+0.5+0.4*(rng.Float64()-0.5))/float64(n)))
-		if (i%2 == 0 && k < o.Kills+o.Terms) || r >= o.RedisRestarts {
+		switch kind {
+		case kindKill:
 			// The SIGKILLs first, then the SIGTERMs.
 			sig := syscall.SIGKILL
 			if k >= o.Kills {
@@ -138,7 +182,7 @@ func planFaults(o Options) []fault {
 			fs = append(fs, fault{at: at, kill: true, inst: (first + k) % 2, sig: sig,
 				down: 800*time.Millisecond + time.Duration(rng.Int64N(int64(400*time.Millisecond)))})
 			k++
-		} else {
+		case kindRedis:
 			sig := syscall.SIGKILL
 			if r%2 == 1 {
 				sig = syscall.SIGTERM
@@ -146,6 +190,9 @@ func planFaults(o Options) []fault {
 			fs = append(fs, fault{at: at, sig: sig,
 				down: time.Second + time.Duration(rng.Int64N(int64(time.Second)))})
 			r++
+		default:
+			fs = append(fs, fault{at: at, broker: true,
+				down: time.Second + time.Duration(rng.Int64N(int64(time.Second)))})
 		}
 	}
 	return fs
@@ -217,6 +264,17 @@ func Run(parent context.Context, o Options) (rep *Report, err error) {
 	onExit(func() { redis.stop(syscall.SIGTERM) })
 	o.logf("redis-server on %s (appendonly, appendfsync always)", redis.addr)
 
+	// 2b. Kafka, for a queue on Kafka.
+	var kafka *kafkaBroker
+	if o.kafka() {
+		kdir := filepath.Join(tmp, "kafka")
+		if kafka, err = startKafka(kdir); err != nil {
+			return nil, err
+		}
+		onExit(func() { kafka.stop() })
+		o.logf("kafka (kfake, in this process) on %s, data in %s", kafka.addr(), kdir)
+	}
+
 	// 3. The upstream.
 	up, err := startUpstream(o.Seed, o.P500, o.PHang, routeTimeout+3*time.Second)
 	if err != nil {
@@ -244,7 +302,11 @@ func Run(parent context.Context, o Options) (rep *Report, err error) {
 			admin:   fmt.Sprintf("127.0.0.1:%d", ap),
 			logPath: filepath.Join(tmp, fmt.Sprintf("gateway-%d.log", i)),
 		}
-		gcfg := gatewayConfig(o.Server, g.listen, g.admin, redis.addr, up.addrs[i], o.Queue)
+		kafkaAddr := ""
+		if kafka != nil {
+			kafkaAddr = kafka.addr()
+		}
+		gcfg := gatewayConfig(o.Server, g.listen, g.admin, redis.addr, up.addrs[i], o.Queue, kafkaAddr)
 		if err := os.WriteFile(g.cfgPath, []byte(gcfg), 0o600); err != nil {
 			return nil, err
 		}
@@ -277,7 +339,8 @@ func Run(parent context.Context, o Options) (rep *Report, err error) {
 	}
 
 	// 5. Traffic and faults.
-	rep = &Report{Opts: o, T0: t0, Events: int64(o.Events), PlannedKills: o.Kills + o.Terms, PlannedRestart: o.RedisRestarts}
+	rep = &Report{Opts: o, T0: t0, Events: int64(o.Events), PlannedKills: o.Kills + o.Terms, PlannedRestart: o.RedisRestarts,
+		PlannedBroker: o.KafkaRestarts}
 	var abortMu sync.Mutex
 	abort := func(why string) {
 		abortMu.Lock()
@@ -323,6 +386,27 @@ func Run(parent context.Context, o Options) (rep *Report, err error) {
 					return
 				}
 				o.logf("%+.3fs gateway %d up again", time.Since(t0).Seconds(), f.inst)
+				continue
+			}
+			if f.broker {
+				at := kafka.stop()
+				o.logf("%+.3fs kafka broker stopped; back in %v", at.Sub(t0).Seconds(), f.down)
+				faultMu.Lock()
+				rep.BrokerRestarts = append(rep.BrokerRestarts, restartRec{Signal: "stop", Stopped: at})
+				faultMu.Unlock()
+				if !sleep(ctx, f.down) {
+					return
+				}
+				if err := kafka.start(); err != nil {
+					if ctx.Err() == nil {
+						abort(fmt.Sprintf("the kafka broker did not come back: %v", err))
+					}
+					return
+				}
+				faultMu.Lock()
+				rep.BrokerRestarts[len(rep.BrokerRestarts)-1].Started = time.Now()
+				faultMu.Unlock()
+				o.logf("%+.3fs kafka broker up again", time.Since(t0).Seconds())
 				continue
 			}
 			name := "SIGKILL"
@@ -478,7 +562,9 @@ func firstIDs(s []string, n int) []string {
 	return out
 }
 
-func gatewayConfig(server config.ServerKind, listen, admin, redisAddr, upstream string, queued bool) string {
+// gatewayConfig is one instance's config. With kafkaAddr the queue route's
+// events go to that broker (the keys' ledger stays on redisAddr).
+func gatewayConfig(server config.ServerKind, listen, admin, redisAddr, upstream string, queued bool, kafkaAddr string) string {
 	if server == "" {
 		server = config.ServerNetHTTP
 	}
@@ -488,6 +574,10 @@ func gatewayConfig(server config.ServerKind, listen, admin, redisAddr, upstream 
 		// them: a dead-lettered event would count as lost.
 		delivery = "\n    delivery: queue\n    workers: 16\n    retry: { max_attempts: 30, initial: 50ms, max: 500ms }"
 	}
+	queue := ""
+	if kafkaAddr != "" {
+		queue = fmt.Sprintf("queue:\n  backend: kafka\n  kafka: { brokers: [%q], partitions: 4, replication_factor: 1 }\n", kafkaAddr)
+	}
 	return fmt.Sprintf(`# generated by the clawgate soak
 server: %q
 listen: %q
@@ -496,7 +586,7 @@ store:
   backend: redis
   redis: { addrs: [%q], key_prefix: "soak:" }
   on_error: reject
-dedupe:
+%sdedupe:
   window: %s
   lock_ttl: %s
 alerts:
@@ -508,7 +598,7 @@ routes:
     timeout: %s%s
     idempotency: { required: true, key: ["json:id"] }
     verify: { scheme: hmac, header: X-Signature, prefix: "sha256=", secrets: [{ id: s, secret: %q }] }
-`, server, listen, admin, redisAddr, dedupeWindow, lockTTL, routePath, upstream, routeTimeout, delivery, soakSecret)
+`, server, listen, admin, redisAddr, queue, dedupeWindow, lockTTL, routePath, upstream, routeTimeout, delivery, soakSecret)
 }
 
 // moduleRoot is the directory of the go.mod this soak belongs to, from
