@@ -49,7 +49,7 @@ test-deps:
 	@GO=$(GO) scripts/ensure-pebble.sh
 
 ## test: everything, against a real redis-server the tests start themselves,
-## the short fault soak (TestSoakShort) and the SPIN model of the key protocol.
+## the short fault soaks (sync, and queue on Redis and Kafka) and the SPIN models.
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test $(RACE) -count=1 -timeout 10m ./...
