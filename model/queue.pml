@@ -24,7 +24,8 @@
  *   Provider   sends the copies; each one is enqueued (queue mode) or, after
  *              a mode switch, delivered by the sync path.
  *   Worker(i)  instance i's worker: read or reclaim an entry, begin (fenced
- *              by token), send, settle (fenced by owner and token). It can
+ *              by owner and token; renews the lease), send, settle (fenced
+ *              by owner and token). It can
  *              crash at any step, stall past its lease, or be cut by a
  *              shutdown that hands its entry back.
  *   Expirer    the lease: a pending entry whose owner no longer holds it
