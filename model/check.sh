@@ -41,6 +41,10 @@ live="-DCOLLAPSE -DNFAIR=8"
 # must-fail queue runs stop at their first violation: compile them fast
 quick="-DSAFETY -DCOLLAPSE -O0"
 q="-DN=2 -DCOPIES=2 -DCRASHES=1 -DSTALLS=1"
+# begin's owner check also stops what the token mutations break; they run
+# without it (and with the stall excuse those checks had) to show that the
+# token fence alone stops it
+tokenonly="-DBEGIN_NOT_OWNED -DWIDE_STALL"
 configs=(
 	"two-instances|holds|-DN=2 -DCOPIES=5 -DCRASHES=2|$safety|"
 	"three-instances|holds|-DN=3 -DCOPIES=5 -DCRASHES=1|$safety|"
@@ -62,20 +66,19 @@ configs=(
 	"q-three-instances|holds|-DN=3 -DCOPIES=2 -DCRASHES=1 -DSTALLS=1 -DSHUTDOWNS=1|$safety||queue"
 	"q-operator|holds|$q -DRESETS=1 -DREPLAYS=1 -DPURGES=1|$safety||queue"
 	"q-switch-unified|holds|$q -DCOPIES=3 -DSWITCH -DUNIFIED|$safety||queue"
-	"q-begin-owned|holds|-DN=2 -DCOPIES=3 -DCRASHES=2 -DSTALLS=2 -DSHUTDOWNS=1 -DNARROW_STALL -DBEGIN_OWNED|$safety||queue"
-	"q-begin-owned-operator|holds|$q -DRESETS=1 -DREPLAYS=1 -DPURGES=1 -DNARROW_STALL -DBEGIN_OWNED|$safety||queue"
+	"q-token-fence-only|holds|$q $tokenonly -DREPLAYS=1|$safety||queue"
 	"live-q-workers|holds|-DLIVE $q -DSHUTDOWNS=1|$live|-a -f|queue"
 	"live-q-operator|holds|-DLIVE $q -DSTALLS=0 -DRESETS=1 -DREPLAYS=1 -DPURGES=1|$live|-a -f|queue"
 	"live-q-switch-unified|holds|-DLIVE $q -DSWITCH -DUNIFIED|$live|-a -f|queue"
 	"q-enqueue-ack-first|Q1|$q -DENQ_ACK_FIRST|$quick||queue"
-	"q-begin-no-token|Q2|$q -DBEGIN_NO_TOKEN|$quick||queue"
+	"q-begin-no-token|Q2|$q $tokenonly -DBEGIN_NO_TOKEN|$quick||queue"
 	"q-settle-no-owner|Q2|$q -DSETTLE_NO_OWNER|$quick||queue"
 	"q-settle-no-token|Q3|$q -DRESETS=1 -DSETTLE_NO_TOKEN|$quick||queue"
-	"q-retry-same-token|Q2|$q -DRETRY_SAME_TOKEN|$quick||queue"
+	"q-retry-same-token|Q2|$q $tokenonly -DRETRY_SAME_TOKEN|$quick||queue"
 	"q-reclaim-anytime|Q2|$q -DRECLAIM_ANYTIME|$quick||queue"
 	"q-handback-drops|Q1|$q -DSHUTDOWNS=1 -DHANDBACK_DROPS|$quick||queue"
 	"live-q-dead-never|Q4|-DLIVE $q -DDEAD_NEVER|$live|-a -f|queue"
-	"q-replay-old-token|Q2|$q -DREPLAYS=1 -DREPLAY_OLD_TOKEN|$quick||queue"
+	"q-replay-old-token|Q2|$q $tokenonly -DREPLAYS=1 -DREPLAY_OLD_TOKEN|$quick||queue"
 	"q-purge-forgets|Q1|$q -DPURGES=1 -DPURGE_FORGETS|$quick||queue"
 	"q-reset-live|Q5|$q -DRESETS=1 -DRESET_LIVE|$quick||queue"
 	"q-switch-as-built|Q2|$q -DCOPIES=3 -DSWITCH|$quick||queue"
@@ -83,7 +86,7 @@ configs=(
 	"q-no-stall-excuse|Q2|$q -DSTRICT_STALL|$quick||queue"
 	"q-no-kill-excuse|Q2|$q -DSTRICT_KILL|$quick||queue"
 	"q-no-ghost-excuse|Q2|$q -DSTRICT_GHOST|$quick||queue"
-	"q-stall-before-begin|Q2|$q -DNARROW_STALL|$quick||queue"
+	"q-begin-not-owned|Q2|$q -DBEGIN_NOT_OWNED|$quick||queue"
 )
 
 # run NAME SPINFLAGS CCFLAGS PANFLAGS MODEL: generate, compile and run one

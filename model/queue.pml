@@ -24,7 +24,8 @@
  *   Provider   sends the copies; each one is enqueued (queue mode) or, after
  *              a mode switch, delivered by the sync path.
  *   Worker(i)  instance i's worker: read or reclaim an entry, begin (fenced
- *              by token), send, settle (fenced by owner and token). It can
+ *              by owner and token; renews the lease), send, settle (fenced
+ *              by owner and token). It can
  *              crash at any step, stall past its lease, or be cut by a
  *              shutdown that hands its entry back.
  *   Expirer    the lease: a pending entry whose owner no longer holds it
@@ -52,11 +53,17 @@
  *   RETRY_SAME_TOKEN, RECLAIM_ANYTIME, HANDBACK_DROPS, DEAD_NEVER,
  *   REPLAY_OLD_TOKEN, PURGE_FORGETS, RESET_LIVE; and STRICT_STALL,
  *   STRICT_KILL, STRICT_GHOST withdraw one excuse of Q2.
- *   NARROW_STALL narrows the stall excuse to a try stalled after its begin;
- *   BEGIN_OWNED makes begin check that the entry is pending to the caller
- *   (as settle does) and renew its lease (XCLAIM to itself), a fix the
- *   code does not have: with NARROW_STALL the code as built fails Q2,
- *   with BEGIN_OWNED too it holds.
+ *   BEGIN_NOT_OWNED: begin does not check that the entry is pending to
+ *   the caller nor renew its lease (the code before the fix); a worker
+ *   stalled between its read and its begin begins beside the instance
+ *   that took the entry over (Q2). As built, begin checks the owner as
+ *   settle does and renews the lease (XCLAIM to itself), so the stall
+ *   excuse covers only a try stalled after its begin. WIDE_STALL widens
+ *   it back (a stall before the begin is excused while the entry is still
+ *   in the stream), as the checks of the code before the fix did: with
+ *   BEGIN_NOT_OWNED it lets BEGIN_NO_TOKEN, RETRY_SAME_TOKEN and
+ *   REPLAY_OLD_TOKEN show that the token fence alone stops what they
+ *   break (the owner check at begin now stops it too).
  *
  * PROPERTIES (each assert names its property with a tag variable)
  *   Q1 "one place". After every step: an event acknowledged in this epoch
@@ -70,9 +77,9 @@
  *        kill   its instance crashed (or a shutdown cut the try) after the
  *               upstream took it and before the settle;
  *        stall  its worker's lease ran out while it had begun the try and
- *               not settled; or it ran out before the begin and the entry
- *               was still in the stream when the stalled worker began it
- *               (Begin is fenced by token, not by owner: see README);
+ *               not settled (a stall before the begin is no excuse: the
+ *               begin checks the owner and renews the lease; WIDE_STALL
+ *               excuses it while the entry is still in the stream);
  *        ghost  the upstream took it but the worker saw a timeout.
  *   Q3 "finished means delivered". A record becomes finished, and a copy
  *      is answered with a stored 2xx, only when the upstream accepted a
@@ -84,6 +91,11 @@
  *   Q6 "one event per key". Within one epoch the key gets one event: a
  *      copy never creates a second (a dead or purged key stays dead).
  */
+
+/* As built: begin checks the owner and renews the lease. */
+#ifndef BEGIN_NOT_OWNED
+#define BEGIN_OWNED
+#endif
 
 #ifndef N
 #define N 2
@@ -464,7 +476,8 @@ end:
   :: atomic { w_st[i] == W_IDLE && RUNS && TAKEABLE(0) -> take(i, 0) }
   :: atomic { w_st[i] == W_IDLE && RUNS && TAKEABLE(1) -> take(i, 1) }
   :: atomic { w_st[i] == W_IDLE && RUNS && TAKEABLE(2) -> take(i, 2) }
-  /* Begin (beginScript): fenced by the record's state, eid and token. */
+  /* Begin (beginScript): fenced by the owner (XPENDING) and the record's
+   * state, eid and token; renews the lease. */
   :: atomic {
        w_st[i] == W_HELD ->
        if
@@ -481,7 +494,7 @@ end:
             :: else -> skip
             fi;
             w_tep[i] = ep; w_qa[i] = qa;
-#ifndef NARROW_STALL
+#ifdef WIDE_STALL
             find_entry(i);
             if
             :: w_stall[i] && k < E -> EXCUSE_STALL(i)

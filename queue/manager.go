@@ -462,6 +462,15 @@ func (rn *runner) try(l Lease) {
 	name := rn.cfg.Name
 	start := time.Now()
 	j, ok, err := b.Begin(rn.work, l)
+	if errors.Is(err, ErrNotOwner) {
+		// This try stalled past lock_ttl before beginning and another
+		// instance took the entry over: it delivers it, not this one.
+		rn.forget(l)
+		rn.m.o.Metrics.QueueAttempt(name, metrics.AttemptNotOwner)
+		rn.m.log.Warn("queue: an entry was taken over before this instance began it; the new owner delivers it",
+			"route", name, "key", l.Key, "id", l.EventID)
+		return
+	}
 	rn.backendError("begin", err)
 	if err != nil || !ok {
 		// A failed Begin leaves the entry with this instance: it is taken
@@ -539,9 +548,13 @@ func (rn *runner) settle(j Job, s Settlement, deadline time.Time) (Settled, erro
 	}
 }
 
+// forget drops l from the held leases, unless this instance took the
+// entry over again meanwhile (the later lease is still being tried).
 func (rn *runner) forget(l Lease) {
 	rn.mu.Lock()
-	delete(rn.held, l.Entry)
+	if rn.held[l.Entry] == l {
+		delete(rn.held, l.Entry)
+	}
 	rn.mu.Unlock()
 }
 

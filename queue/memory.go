@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"sync"
@@ -32,6 +33,7 @@ type Memory struct {
 	mu     sync.Mutex
 	routes map[string]*memRoute
 	seq    uint64
+	claims uint64 // numbers every read and takeover of an entry
 	swept  time.Time
 	// done is the estimated size of the finished keys; order lists them
 	// oldest first (an entry whose key moved on is skipped).
@@ -93,6 +95,7 @@ type memPending struct {
 	memEntry
 	owner string
 	since time.Time
+	claim uint64 // the read or takeover that handed the entry to owner
 }
 
 type memRetry struct {
@@ -229,8 +232,10 @@ func (m *Memory) Read(ctx context.Context, route string, _ int, consumer string,
 			out := make([]Lease, 0, take)
 			now := m.now()
 			for _, e := range r.ready[:take] {
-				r.pending[e.id] = &memPending{memEntry: e, owner: consumer, since: now}
-				out = append(out, lease(route, e))
+				m.claims++
+				p := &memPending{memEntry: e, owner: consumer, since: now, claim: m.claims}
+				r.pending[e.id] = p
+				out = append(out, p.lease(route))
 			}
 			r.ready = append(r.ready[:0:0], r.ready[take:]...)
 			m.mu.Unlock()
@@ -248,24 +253,40 @@ func (m *Memory) Read(ctx context.Context, route string, _ int, consumer string,
 	}
 }
 
-func lease(route string, e memEntry) Lease {
-	return Lease{Route: route, Entry: e.id, EventID: e.eid, Token: e.tok, Key: e.key}
+func (p *memPending) lease(route string) Lease {
+	return Lease{Route: route, Entry: p.id, EventID: p.eid, Token: p.tok, Key: p.key, Consumer: p.owner, claim: p.claim}
 }
 
-// Begin implements Backend.
+// Begin implements Backend. The lease must be the entry's latest read or
+// takeover: a worker that stalled past the lock TTL before beginning is
+// refused even when the takeover was by its own instance (one consumer
+// per process), and the begin restarts the lease's idle time.
 func (m *Memory) Begin(_ context.Context, l Lease) (Job, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(l.Route)
-	k := r.key(l.Key, m.now())
+	p := r.pending[l.Entry]
+	if p != nil && (p.owner != l.Consumer || p.claim != l.claim) {
+		return Job{}, false, notOwner(l)
+	}
+	now := m.now()
+	k := r.key(l.Key, now)
 	ev := r.events[l.EventID]
 	if k == nil || k.st != "queued" || k.eid != l.EventID || k.tok != l.Token || ev == nil {
 		delete(r.pending, l.Entry)
 		return Job{}, false, nil
 	}
+	if p == nil {
+		return Job{}, false, notOwner(l)
+	}
+	p.since = now
 	k.qa++
 	k.qt++
 	return Job{Lease: l, Payload: ev.payload, FirstSeen: ev.first, Fingerprint: k.fp, Try: k.qa, Total: k.qt}, true, nil
+}
+
+func notOwner(l Lease) error {
+	return fmt.Errorf("%w (route %s, entry %s)", ErrNotOwner, l.Route, l.Entry)
 }
 
 // Settle implements Backend.
@@ -346,8 +367,9 @@ func (m *Memory) Reclaim(_ context.Context, route string, _ int, consumer string
 	var out []Lease
 	for _, p := range r.pending {
 		if now.Sub(p.since) >= idle {
-			p.owner, p.since = consumer, now
-			out = append(out, lease(route, p.memEntry))
+			m.claims++
+			p.owner, p.since, p.claim = consumer, now, m.claims
+			out = append(out, p.lease(route))
 		}
 	}
 	return out, nil

@@ -96,6 +96,14 @@ type Lease struct {
 	EventID string
 	Token   string
 	Key     string
+	// Consumer is the consumer that read or took over the entry (set by
+	// Read and Reclaim): Begin refuses with ErrNotOwner once another
+	// consumer has taken the entry over.
+	Consumer string
+	// claim numbers the read or takeover that handed the lease out (Redis:
+	// the entry's delivery count), so that Begin also refuses a stale lease
+	// after a takeover by the same consumer.
+	claim uint64
 }
 
 // Job is a begun lease: the event to forward now.
@@ -217,7 +225,11 @@ type Backend interface {
 	// hands them to consumer.
 	Read(ctx context.Context, route string, shard int, consumer string, n int, block time.Duration) ([]Lease, error)
 	// Begin starts a try of l: ok false means the entry was a leftover
-	// (its key moved on) and has been dropped.
+	// (its key moved on) and has been dropped. An error wrapping
+	// ErrNotOwner means l.Consumer no longer holds the entry (it stalled
+	// past the lock TTL and another consumer took the entry over): nothing
+	// changed and the new owner tries it. Begin renews the lease, so the
+	// lock TTL runs from the begin, not from the read.
 	Begin(ctx context.Context, l Lease) (j Job, ok bool, err error)
 	// Settle records how the try of j by consumer ended.
 	Settle(ctx context.Context, consumer string, j Job, s Settlement) (Settled, error)
@@ -256,6 +268,9 @@ var (
 	ErrNotFound = errors.New("queue: no such dead-lettered event")
 	// ErrUnavailable: the backend did not answer.
 	ErrUnavailable = errors.New("queue: unavailable")
+	// ErrNotOwner: Begin found the entry taken over by another consumer
+	// (or by a later takeover); the caller must not forward it.
+	ErrNotOwner = errors.New("queue: the entry was taken over by another consumer")
 	// ErrCorrupt: stored queue data could not be read.
 	ErrCorrupt = errors.New("queue: corrupt data")
 )

@@ -359,15 +359,47 @@ redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[7])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
 return {0, n}
 `)
-	// KEYS: key hash, event, stream. ARGV: entry id, eid, tok.
-	// Reply: {0} leftover (dropped); {1, qa, qt, payload, first, fp}.
+	// KEYS: key hash, event, stream. ARGV: entry id, eid, tok, consumer,
+	// delivery count the lease was handed out with (1 for a read; each
+	// takeover raises it, so a takeover by the same consumer is told apart).
+	// Reply: {0} leftover (dropped); {2} not the owner (nothing changed:
+	// another consumer, or a later takeover, holds the entry; or nobody
+	// does while the key still names it);
+	// {1, qa, qt, payload, first, fp}. The owner check and the renewal
+	// (XCLAIM to the same consumer, JUSTID: idle back to 0, delivery count
+	// unchanged) make the lease run from the begin, not from the read: a
+	// consumer that stalled past lock_ttl before beginning cannot begin
+	// beside the instance that took the entry over. When the group is
+	// gone (Redis lost the stream), the key's token alone decides, as in
+	// settle.
 	beginScript = redis.NewScript(`
+local p = redis.pcall('XPENDING', KEYS[3], 'clawgate', ARGV[1], ARGV[1], 1)
+local group, owned = true, false
+if type(p) == 'table' and p.err then
+  if not string.find(p.err, 'NOGROUP', 1, true) then
+    return redis.error_reply(p.err)
+  end
+  group, owned = false, true
+elseif #p == 1 then
+  if p[1][2] ~= ARGV[4] or p[1][4] ~= tonumber(ARGV[5]) then
+    return {2}
+  end
+  owned = true
+end
 local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'fp')
 local ev = redis.call('HMGET', KEYS[2], 'req', 'first')
 if h[1] ~= 'queued' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] or not ev[1] then
-  redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
+  if group then
+    redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
+  end
   redis.call('XDEL', KEYS[3], ARGV[1])
   return {0}
+end
+if not owned then
+  return {2}
+end
+if group then
+  redis.call('XCLAIM', KEYS[3], 'clawgate', ARGV[4], 0, ARGV[1], 'JUSTID')
 end
 local qa = redis.call('HINCRBY', KEYS[1], 'qa', 1)
 local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
@@ -491,6 +523,22 @@ end
 redis.call('DEL', KEYS[1])
 return 1
 `)
+	// KEYS: stream. ARGV: min idle ms, consumer, count. Takes over the
+	// entries idle for at least min idle. Reply: {id, fields, delivery
+	// count} per entry (deleted entries left out).
+	reclaimScript = redis.NewScript(`
+local r = redis.call('XAUTOCLAIM', KEYS[1], 'clawgate', ARGV[2], ARGV[1], '0-0', 'COUNT', ARGV[3])
+local out = {}
+for _, e in ipairs(r[2]) do
+  if e and e[2] then
+    local p = redis.call('XPENDING', KEYS[1], 'clawgate', e[1], e[1], 1)
+    if #p == 1 then
+      out[#out + 1] = {e[1], e[2], p[1][4]}
+    end
+  end
+end
+return out
+`)
 	// KEYS: stream. ARGV: entry id, consumer, idle ms. Marks the entry
 	// idle so the next XAUTOCLAIM takes it, only while consumer owns it.
 	handBackScript = redis.NewScript(`
@@ -609,7 +657,7 @@ func (r *Redis) Read(ctx context.Context, route string, shard int, consumer stri
 	}
 	var out []Lease
 	for _, s := range streams {
-		out = append(out, r.leases(route, shard, s.Messages)...)
+		out = append(out, r.leases(route, shard, consumer, s.Messages)...)
 	}
 	return out, nil
 }
@@ -664,10 +712,10 @@ func (r *Redis) recover(ctx context.Context, route string, shard int) error {
 	return fmt.Errorf("%w (route %s, shard %d, %d requeued)", ErrGroupLost, route, shard, requeued)
 }
 
-func (r *Redis) leases(route string, shard int, msgs []redis.XMessage) []Lease {
+func (r *Redis) leases(route string, shard int, consumer string, msgs []redis.XMessage) []Lease {
 	out := make([]Lease, 0, len(msgs))
 	for _, m := range msgs {
-		l := Lease{Route: route, Shard: shard, Entry: m.ID}
+		l := Lease{Route: route, Shard: shard, Entry: m.ID, Consumer: consumer, claim: 1} // a new entry's first delivery
 		l.EventID, _ = m.Values["e"].(string)
 		l.Token, _ = m.Values["t"].(string)
 		l.Key, _ = m.Values["k"].(string)
@@ -681,12 +729,15 @@ func (r *Redis) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard)}
-	res, err := r.run(ctx, beginScript, keys, l.Entry, l.EventID, l.Token).Slice()
+	res, err := r.run(ctx, beginScript, keys, l.Entry, l.EventID, l.Token, l.Consumer, l.claim).Slice()
 	if err != nil {
 		return Job{}, false, fail("begin", err)
 	}
-	if code, _ := elem[int64](res, 0); code == 0 {
+	switch code, _ := elem[int64](res, 0); code {
+	case 0:
 		return Job{}, false, nil
+	case 2:
+		return Job{}, false, notOwner(l)
 	}
 	qa, ok1 := elem[int64](res, 1)
 	qt, ok2 := elem[int64](res, 2)
@@ -748,20 +799,45 @@ func (r *Redis) Promote(ctx context.Context, route string, shard int, now time.T
 }
 
 // Reclaim implements Backend with XAUTOCLAIM, which moves ownership
-// atomically: the former owner's Settle then finds it is not the owner.
+// atomically: the former owner's Begin and Settle then find it is not the
+// owner. Each lease carries the entry's delivery count, which every
+// takeover raises, so that Begin also refuses a stale lease of the same
+// consumer (an instance that took over its own stalled entry).
 func (r *Redis) Reclaim(ctx context.Context, route string, shard int, consumer string, idle time.Duration) ([]Lease, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	msgs, _, err := r.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: r.stream(route, shard), Group: Group, Consumer: consumer, MinIdle: idle, Start: "0-0", Count: 100,
-	}).Result()
+	res, err := r.run(ctx, reclaimScript, []string{r.stream(route, shard)}, max(0, idle.Milliseconds()), consumer, 100).Slice()
 	if err != nil {
 		if strings.Contains(err.Error(), "NOGROUP") {
 			return nil, nil // Read recreates the group
 		}
 		return nil, fail("reclaim", err)
 	}
-	return r.leases(route, shard, msgs), nil
+	out := make([]Lease, 0, len(res))
+	for _, x := range res {
+		e, _ := x.([]any)
+		id, ok1 := elem[string](e, 0)
+		fields, ok2 := elem[[]any](e, 1)
+		n, ok3 := elem[int64](e, 2)
+		if !ok1 || !ok2 || !ok3 {
+			return out, corrupt("reclaim", res)
+		}
+		l := Lease{Route: route, Shard: shard, Entry: id, Consumer: consumer, claim: uint64(n)}
+		for i := 0; i+1 < len(fields); i += 2 {
+			k, _ := fields[i].(string)
+			v, _ := fields[i+1].(string)
+			switch k {
+			case "e":
+				l.EventID = v
+			case "t":
+				l.Token = v
+			case "k":
+				l.Key = v
+			}
+		}
+		out = append(out, l) // a malformed entry fails Begin's fence and is dropped
+	}
+	return out, nil
 }
 
 // HandBack implements Backend: each lease still owned by consumer is
