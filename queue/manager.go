@@ -537,10 +537,14 @@ func (rn *runner) settle(j Job, s Settlement, deadline time.Time) (Settled, erro
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		got, err := rn.m.o.Backend.Settle(ctx, rn.m.o.Consumer, j, s)
 		cancel()
-		if err == nil || !errors.Is(err, ErrUnavailable) || time.Now().Add(wait).After(deadline) {
+		left := time.Until(deadline)
+		if err == nil || !errors.Is(err, ErrUnavailable) || left <= 0 {
 			return got, err
 		}
-		sleep(rn.work, wait)
+		// The last wait is cut to end at the deadline, so that a store
+		// back before it gets the result (a longer back-off would give up
+		// and leave the entry to be tried again after lock_ttl).
+		sleep(rn.work, min(wait, left))
 		if rn.work.Err() != nil {
 			return got, err
 		}
