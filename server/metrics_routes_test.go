@@ -165,6 +165,7 @@ func TestIdleRoutesExportAtMost40SeriesWithAlertSeriesAtZero(t *testing.T) {
 	waitQueueStats(t, reg, queued)
 
 	counts := seriesByRoute(t, reg)
+	t.Logf("series of an idle route: %d (sync, exact), %d (sync, prefix), %d (queue)", counts["x0"], counts["p0"], counts["q0"])
 	for _, r := range append(append([]string{}, sync...), queued...) {
 		if n := counts[r]; n == 0 || n > maxIdleRouteSeries {
 			t.Errorf("idle route %s exports %d series, want 1 to %d", r, n, maxIdleRouteSeries)
@@ -318,12 +319,14 @@ func TestMetricsScrapeSize1100Routes(t *testing.T) {
 	}
 	up := newQUpstream(t)
 	s, reg := startRoutes(t, routesYAML(1000, 100, 0, up.srv.URL))
+	t0 := time.Now()
 	resp, err := http.Get("http://" + s.AdminAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	took := time.Since(t0)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
 	}
@@ -339,8 +342,8 @@ func TestMetricsScrapeSize1100Routes(t *testing.T) {
 	for _, n := range counts {
 		most = max(most, n)
 	}
-	t.Logf("1,000 exact + 100 prefix routes, idle: /metrics %d lines, %d series, %d bytes; %d routes, at most %d series per route",
-		lines, series, len(body), len(counts), most)
+	t.Logf("1,000 exact + 100 prefix routes, idle: /metrics %d lines, %d series, %d bytes, scraped in %v; %d routes, at most %d series per route",
+		lines, series, len(body), took.Round(time.Millisecond), len(counts), most)
 	if out := os.Getenv("CLAWGATE_METRICS_OUT"); out != "" {
 		os.WriteFile(out, body, 0o644)
 	}
