@@ -279,15 +279,15 @@ var (
 	// flight, and a key reused with another body (422). Replays, the
 	// common case, appear with the first.
 	preDuplicates = []string{OutcomeInFlight, OutcomeConflict}
-	// LockReleaseReasons and FinishDeferredResults are created at 0
+	// lockReleaseReasons and finishDeferredResults are created at 0
 	// (FinishGaveUp takes increase() of result="gave_up").
-	LockReleaseReasons    = []string{"timeout", "unreachable", "upstream_status", "client_closed", "expired"}
-	FinishDeferredResults = []string{"deferred", "recorded", "not_owner", "gave_up"}
+	lockReleaseReasons    = []string{"timeout", "unreachable", "upstream_status", "client_closed", "expired"}
+	finishDeferredResults = []string{"deferred", "recorded", "not_owner", "gave_up"}
 )
 
-// Route returns one route's series handle. Its counters above exist at 0
-// from this call; the others are bound on first use and cached, so the
-// request path does no label lookups once a series exists.
+// Route returns one route's series handle. The series listed above exist
+// at 0 from this call; the others are bound on first use and cached, so
+// the request path does no label lookups once a series exists.
 func (m *Metrics) Route(name string) *RouteMetrics {
 	rm := &RouteMetrics{
 		m:         m,
@@ -299,10 +299,10 @@ func (m *Metrics) Route(name string) *RouteMetrics {
 		}),
 	}
 	m.AttemptsExceeded.WithLabelValues(name)
-	for _, reason := range LockReleaseReasons {
+	for _, reason := range lockReleaseReasons {
 		m.LockReleased.WithLabelValues(name, reason)
 	}
-	for _, result := range FinishDeferredResults {
+	for _, result := range finishDeferredResults {
 		m.FinishDeferred.WithLabelValues(name, result)
 	}
 	m.SignatureReplays.WithLabelValues(name)
@@ -340,8 +340,10 @@ func (l *lazy[K, V]) get(k K, bind func(K) V) V {
 			return v
 		}
 	}
-	next := make(map[K]V, 1)
-	if old != nil {
+	var next map[K]V
+	if old == nil {
+		next = make(map[K]V, 1)
+	} else {
 		next = make(map[K]V, len(*old)+1)
 		for k, v := range *old {
 			next[k] = v
