@@ -48,9 +48,11 @@ routes:
 	m.ObserveStoreBytes(mem.Bytes)
 	st := store.NewTimed(mem, func(op string) store.Observer { return m.StoreObserver(op) })
 	// The delivery queue's series exist only for `delivery: queue` routes,
-	// from their first stats: export them as a queue route's refresher would.
+	// from their first stats: export them as a queue route's refresher would,
+	// and the delay histogram as its first delivered event would.
 	m.SetQueueStats("orders", 0, 0, 0)
 	m.SetDLQFill("orders", 0)
+	m.QueueDelay("orders", 0.01)
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	srv := httptest.NewServer(gw)
 	defer srv.Close()

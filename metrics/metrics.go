@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -262,41 +263,108 @@ func byRoute(v *prometheus.CounterVec) map[string]float64 {
 	return out
 }
 
-// Route returns the pre-labelled series of one route, so the request path
-// does no label lookups.
+// Series a route has from its start, at 0. The counters alert rules take
+// increase() of, the gateway's own 5xx (Upstream5xxRatio, and the
+// dashboard's route list) and rare events whose first occurrence matters
+// are there before any traffic; the rest, the histograms first of all
+// (18 series per label combination), appear with their first observation.
+// An idle route costs at most 40 series (queue routes included).
+var (
+	// preCodes are the webhook_requests_total codes created at 0: the 5xx
+	// the gateway answers itself (500, 502 unreachable, 503 store down or
+	// queue full, 504 timeout).
+	preCodes = []int{500, 502, 503, 504}
+	// preDuplicates are the webhook_duplicate_requests_total outcomes
+	// created at 0 for both layers: a copy sent while the first is in
+	// flight, and a key reused with another body (422). Replays, the
+	// common case, appear with the first.
+	preDuplicates = []string{OutcomeInFlight, OutcomeConflict}
+	// lockReleaseReasons and finishDeferredResults are created at 0
+	// (FinishGaveUp takes increase() of result="gave_up").
+	lockReleaseReasons    = []string{"timeout", "unreachable", "upstream_status", "client_closed", "expired"}
+	finishDeferredResults = []string{"deferred", "recorded", "not_owner", "gave_up"}
+)
+
+// Route returns one route's series handle. The series listed above exist
+// at 0 from this call; the others are bound on first use and cached, so
+// the request path does no label lookups once a series exists.
 func (m *Metrics) Route(name string) *RouteMetrics {
 	rm := &RouteMetrics{
-		m:          m,
-		name:       name,
-		cacheHit:   m.CacheHits.WithLabelValues(name),
-		cacheMiss:  m.CacheMisses.WithLabelValues(name),
-		upstream:   m.UpstreamDuration.WithLabelValues(name),
-		processing: map[string]prometheus.Observer{},
-		codes:      map[int]prometheus.Counter{},
-		dups:       map[[2]string]prometheus.Counter{},
-	}
-	for _, o := range []string{OutcomeForwarded, OutcomeReplayed, OutcomeInFlight, OutcomeConflict,
-		OutcomeRejected, OutcomeUnauthorized, OutcomeUnkeyed, OutcomeError} {
-		rm.processing[o] = m.Processing.WithLabelValues(name, o)
+		m:         m,
+		name:      name,
+		cacheHit:  m.CacheHits.WithLabelValues(name),
+		cacheMiss: m.CacheMisses.WithLabelValues(name),
+		upstream: sync.OnceValue(func() prometheus.Observer {
+			return m.UpstreamDuration.WithLabelValues(name)
+		}),
 	}
 	m.AttemptsExceeded.WithLabelValues(name)
-	for _, reason := range []string{"timeout", "unreachable", "upstream_status", "client_closed", "expired"} {
+	for _, reason := range lockReleaseReasons {
 		m.LockReleased.WithLabelValues(name, reason)
 	}
-	for _, result := range []string{"deferred", "recorded", "not_owner", "gave_up"} {
+	for _, result := range finishDeferredResults {
 		m.FinishDeferred.WithLabelValues(name, result)
 	}
 	m.SignatureReplays.WithLabelValues(name)
 	for _, layer := range []string{"cache", "store"} {
-		for _, o := range []string{OutcomeReplayed, OutcomeInFlight, OutcomeConflict} {
-			rm.dups[[2]string{layer, o}] = m.Duplicates.WithLabelValues(name, layer, o)
+		for _, o := range preDuplicates {
+			rm.dups.get([2]string{layer, o}, rm.newDup)
 		}
 	}
-	for _, c := range []int{200, 201, 202, 204, 400, 401, 404, 405, 409, 413, 422, 499, 500, 502, 503, 504} {
-		rm.codes[c] = m.Requests.WithLabelValues(name, strconv.Itoa(c))
+	for _, c := range preCodes {
+		rm.codes.get(c, rm.newCode)
 	}
 	m.bindRefused(rm) // edge controls owner's block
 	return rm
+}
+
+// lazy is a copy-on-write map of series bound on first use: reads take no
+// lock and do not allocate; a miss binds the series under mu and
+// publishes a copy of the map with it.
+type lazy[K comparable, V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[K]V]
+}
+
+func (l *lazy[K, V]) get(k K, bind func(K) V) V {
+	if m := l.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	var next map[K]V
+	if old == nil {
+		next = make(map[K]V, 1)
+	} else {
+		next = make(map[K]V, len(*old)+1)
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	v := bind(k)
+	next[k] = v
+	l.m.Store(&next)
+	return v
+}
+
+func (r *RouteMetrics) newCode(code int) prometheus.Counter {
+	return r.m.Requests.WithLabelValues(r.name, strconv.Itoa(code))
+}
+
+func (r *RouteMetrics) newDup(k [2]string) prometheus.Counter {
+	return r.m.Duplicates.WithLabelValues(r.name, k[0], k[1])
+}
+
+func (r *RouteMetrics) newProcessing(outcome string) prometheus.Observer {
+	return r.m.Processing.WithLabelValues(r.name, outcome)
 }
 
 // RouteMetrics is one route's series.
@@ -305,11 +373,11 @@ type RouteMetrics struct {
 	name       string
 	cacheHit   prometheus.Counter
 	cacheMiss  prometheus.Counter
-	upstream   prometheus.Observer
-	processing map[string]prometheus.Observer   // read-only after Route()
-	codes      map[int]prometheus.Counter       // read-only after Route()
-	dups       map[[2]string]prometheus.Counter // by layer, outcome; read-only after Route()
-	verified   sync.Map                         // secret id -> prometheus.Counter
+	upstream   func() prometheus.Observer // bound on the first forward
+	processing lazy[string, prometheus.Observer]
+	codes      lazy[int, prometheus.Counter]
+	dups       lazy[[2]string, prometheus.Counter] // by layer, outcome
+	verified   sync.Map                            // secret id -> prometheus.Counter
 	// Edge refusals (edge controls owner's block): webhook_refused_total
 	// by reason, bound once in Route().
 	refusedIP, refusedRate prometheus.Counter
@@ -323,29 +391,20 @@ func (r *RouteMetrics) CacheMiss() { r.cacheMiss.Inc() }
 
 // Duplicate counts a duplicate caught by layer (cache, store).
 func (r *RouteMetrics) Duplicate(layer, outcome string) {
-	c, ok := r.dups[[2]string{layer, outcome}]
-	if !ok {
-		c = r.m.Duplicates.WithLabelValues(r.name, layer, outcome)
-	}
-	c.Inc()
+	r.dups.get([2]string{layer, outcome}, r.newDup).Inc()
 }
 
 // Done records an answered delivery.
+// Its webhook_processing_duration_seconds{outcome} series appears with
+// the route's first delivery of that outcome.
 func (r *RouteMetrics) Done(code int, outcome string, seconds float64) {
-	c, ok := r.codes[code]
-	if !ok {
-		c = r.m.Requests.WithLabelValues(r.name, strconv.Itoa(code))
-	}
-	c.Inc()
-	o, ok := r.processing[outcome]
-	if !ok {
-		o = r.m.Processing.WithLabelValues(r.name, outcome)
-	}
-	o.Observe(seconds)
+	r.codes.get(code, r.newCode).Inc()
+	r.processing.get(outcome, r.newProcessing).Observe(seconds)
 }
 
-// Upstream records how long the upstream took.
-func (r *RouteMetrics) Upstream(seconds float64) { r.upstream.Observe(seconds) }
+// Upstream records how long the upstream took (the route's
+// webhook_upstream_duration_seconds series appears with its first).
+func (r *RouteMetrics) Upstream(seconds float64) { r.upstream().Observe(seconds) }
 
 // SignatureFailed counts a 401 by reason.
 func (r *RouteMetrics) SignatureFailed(reason string) {
@@ -387,14 +446,12 @@ const (
 )
 
 // bindRefused creates rm's webhook_refused_total series at 0, for each
-// reason, with the 403 and 429 series of webhook_requests_total, so that a
-// refusal (most often during a flood) does no label lookups.
+// reason, so that a refusal (most often during a flood) does no label
+// lookups; the 403 and 429 series of webhook_requests_total are bound by
+// the first refusal.
 func (m *Metrics) bindRefused(rm *RouteMetrics) {
 	rm.refusedIP = m.Refused.WithLabelValues(rm.name, RefusedIPNotAllowed)
 	rm.refusedRate = m.Refused.WithLabelValues(rm.name, RefusedRateLimited)
-	for _, c := range []int{403, 429} {
-		rm.codes[c] = m.Requests.WithLabelValues(rm.name, strconv.Itoa(c))
-	}
 }
 
 // Refused counts a delivery refused by allow_ips (RefusedIPNotAllowed) or

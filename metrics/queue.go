@@ -11,10 +11,11 @@ import (
 // replays or purges.
 //
 // None of these series exists for a route that is not a queue route: a
-// route's series are created, the counters at 0, by the first call of any
-// method below for it (in practice the queue's stats refresher calling
-// SetQueueStats when the route starts), so that alerts taking increase() of
-// the counters see a later first event as an increase from 0.
+// route's counters are created at 0 by the first call of any method below
+// for it (in practice the queue's stats refresher calling SetQueueStats when
+// the route starts), so that alerts taking increase() of the counters see a
+// later first event as an increase from 0. The delivery delay histogram
+// (22 series) appears with the route's first delivered event.
 
 // Outcome label values of webhook_delivery_attempts_total: how one delivery
 // attempt of a queued event ended.
@@ -88,7 +89,7 @@ func (m *Metrics) newQueue(reg prometheus.Registerer) {
 		m.QueueReclaims, m.DLQReplays, m.DLQPurges, m.KafkaLag, m.DLQFill)
 }
 
-// queueRoute creates route's queue counters and histogram at 0, once.
+// queueRoute creates route's queue counters at 0, once.
 func (m *Metrics) queueRoute(route string) {
 	if _, done := m.queueRoutes.LoadOrStore(route, struct{}{}); done {
 		return
@@ -96,7 +97,6 @@ func (m *Metrics) queueRoute(route string) {
 	for _, o := range AttemptOutcomes {
 		m.QueueAttempts.WithLabelValues(route, o)
 	}
-	m.QueueDelays.WithLabelValues(route)
 	m.QueueReclaims.WithLabelValues(route)
 	m.DLQReplays.WithLabelValues(route)
 	m.DLQPurges.WithLabelValues(route)

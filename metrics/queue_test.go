@@ -22,16 +22,21 @@ func TestQueueSeriesOnlyForQueueRoutes(t *testing.T) {
 		}
 	}
 	m.SetQueueStats("refunds", 0, 0, 0)
-	// Every series of the route exists at 0 from its first stats: the
-	// counters so that the first event is an increase(), the outcomes one
-	// series each.
+	// Every counter and gauge of the route exists at 0 from its first
+	// stats: the counters so that the first event is an increase(), the
+	// outcomes one series each. The delay histogram comes with the first
+	// delivered event.
 	for name, want := range map[string]int{"dead_letter_queue_size": 1, "webhook_queue_depth": 1,
 		"webhook_queue_lag_seconds": 1, "webhook_delivery_attempts_total": len(AttemptOutcomes),
-		"webhook_queue_delivery_delay_seconds": 1, "webhook_queue_reclaimed_total": 1,
+		"webhook_queue_delivery_delay_seconds": 0, "webhook_queue_reclaimed_total": 1,
 		"webhook_dlq_replays_total": 1, "webhook_dlq_purges_total": 1} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
 			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
 		}
+	}
+	m.QueueDelay("refunds", 0.5)
+	if n, err := testutil.GatherAndCount(reg, "webhook_queue_delivery_delay_seconds"); err != nil || n != 1 {
+		t.Errorf("webhook_queue_delivery_delay_seconds after the first delivery: %d series (%v), want 1", n, err)
 	}
 	want := `
 # HELP webhook_delivery_attempts_total Delivery attempts of queued events by this instance, by outcome: delivered, retried, dead_lettered (retries exhausted), rejected (dead-lettered at once: the upstream answered a status retrying cannot help), not_owner (the entry was reclaimed by another instance meanwhile).
