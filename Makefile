@@ -45,7 +45,7 @@ run: build
 	  [ "$$(grep SigCgt /proc/$$make_pid/status 2>/dev/null)" = "$$make_sigs" ]; do sleep 1; done
 
 test-deps:
-	@scripts/ensure-pkg.sh redis-server redis-server redis-cli redis-tools promtool prometheus
+	@scripts/ensure-pkg.sh redis-server redis-server redis-cli redis-tools promtool prometheus zsh zsh fish fish groff groff-base
 	@GO=$(GO) scripts/ensure-pebble.sh
 
 ## test: everything, against a real redis-server the tests start themselves,
