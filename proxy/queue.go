@@ -49,6 +49,13 @@ func (g *Gateway) queued(d *delivery) error {
 			return err
 		}
 	}
+	// The replay guard: the signed request is recorded under this key
+	// before the event is stored (guard.go).
+	if rt.digester != nil {
+		if answered, err := g.guardQueued(d, labels); answered {
+			return err
+		}
+	}
 	// The URI is stored relative to the route's upstream: a reload that
 	// moves the upstream sends the queued events to the new one, under
 	// its base path (Send).
