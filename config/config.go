@@ -395,7 +395,9 @@ type Route struct {
 	Dedupe struct {
 		// Mode: enforce (default: duplicates are answered by the gateway),
 		// shadow (duplicates are counted, and forwarded anyway: a safe
-		// rollout) or off (every copy is forwarded).
+		// rollout; on a queue route each copy is queued and delivered as an
+		// event of its own) or off (every copy is forwarded; not on a queue
+		// route).
 		Mode DedupeMode `yaml:"mode"`
 	} `yaml:"dedupe"`
 	// StripPrefix is removed from the path before forwarding. Empty (the
@@ -437,7 +439,8 @@ type Route struct {
 	// its sender waits and answers with the upstream's answer. queue
 	// stores the verified, deduplicated delivery in the queue (see the
 	// top-level queue), answers ack_status at once, and has workers
-	// forward it, trying again as retry says. A queue route needs dedupe.mode enforce
+	// forward it, trying again as retry says. A queue route needs dedupe.mode
+	// enforce or shadow (shadow queues every copy as an event of its own)
 	// and idempotency.required true; like a sync route it gets the replay
 	// guard when its first key source is not signed.
 	Delivery Delivery `yaml:"delivery"`

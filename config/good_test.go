@@ -292,7 +292,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		})
 		want := map[string]bool{
 			"github-delivery": true, "hmac-idempotency-key": true, "hmac-query": true,
-			"github-body": false, "allowed": false,
+			"github-body": false, "allowed": false, "shadow": true,
 		}
 		eq(t, "routes", len(cfg.Routes), len(want))
 		for name, guard := range want {
@@ -300,6 +300,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 			eq(t, name+".queued", r.Queued(), true)
 			eq(t, name+".replay guard", r.ReplayGuard, guard)
 		}
+		eq(t, "shadow.dedupe.mode", route(t, cfg, "shadow").Dedupe.Mode, ModeShadow)
 	},
 }
 

@@ -68,6 +68,9 @@ func (g *Gateway) claimSignature(d *delivery, l dedupe.Labels, cctx context.Cont
 		d.sig = sig
 	case dedupe.Replay: // accepted under this same key: the key's own state decides
 	case dedupe.Busy:
+		if d.rt.Queued() && d.rt.Dedupe.Mode == config.ModeShadow {
+			return true, g.shadowCopy(d, "store", metrics.OutcomeInFlight)
+		}
 		return true, g.inFlightDuplicate(d, "store", adm.RetryAfter)
 	case dedupe.Conflict:
 		return true, g.signatureReplayed(d)
@@ -127,9 +130,13 @@ func queueStoreDown(d *delivery, err error) error {
 }
 
 // signatureReplayed answers a signed request already accepted under another
-// key: 422, counted; in shadow mode counted and forwarded anyway.
+// key: 422, counted; in shadow mode counted and forwarded anyway (on a
+// queue route: queued as a copy of its own, shadowCopy).
 func (g *Gateway) signatureReplayed(d *delivery) error {
 	d.rt.m.SignatureReplay()
+	if d.rt.Queued() && d.rt.Dedupe.Mode == config.ModeShadow {
+		return g.shadowCopy(d, "store", metrics.OutcomeConflict)
+	}
 	d.rt.m.Duplicate("store", metrics.OutcomeConflict)
 	if d.rt.Dedupe.Mode == config.ModeShadow {
 		return g.forward(d, nil)
