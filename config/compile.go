@@ -99,8 +99,8 @@ func (b *builder) checkReplayWindow(i int, inherited bool) {
 // covered by the signature, every copy derives the same key. When it is
 // not: with idempotency.allow_unsigned_key the route is accepted as it is,
 // with a warning; otherwise it gets a ReplayGuard if its verifier can
-// digest the signed bytes, and is refused if not; a queue route is refused
-// either way, since it cannot be guarded. Scheme none signs nothing and
+// digest the signed bytes (sync and queue routes alike), and is refused
+// if not. Scheme none signs nothing and
 // dedupe mode off forwards every copy anyway: neither is checked.
 func (b *builder) checkKeySigned(i int) {
 	r := &b.cfg.Routes[i]
@@ -125,13 +125,9 @@ func (b *builder) checkKeySigned(i int) {
 			src, scheme, why))
 		return
 	}
-	if _, ok := r.Verifier.(verify.SignedDigester); ok && !r.Queued() {
+	if _, ok := r.Verifier.(verify.SignedDigester); ok {
 		r.ReplayGuard = true
 		return
-	}
-	what := "this route"
-	if r.Queued() {
-		what = "a route with delivery: queue"
 	}
 	var fix string
 	switch {
@@ -143,8 +139,8 @@ func (b *builder) checkKeySigned(i int) {
 		fix = "key on a source the signature covers"
 	}
 	b.routeError(i, []any{"idempotency", "key"}, "idempotency.key",
-		"the first key source %q is not covered by the %s signature (%s), and %s cannot be guarded against a captured delivery sent again with a fresh key; %s, or set idempotency.allow_unsigned_key: true to accept the risk",
-		src, scheme, why, what, fix)
+		"the first key source %q is not covered by the %s signature (%s), and this route cannot be guarded against a captured delivery sent again with a fresh key; %s, or set idempotency.allow_unsigned_key: true to accept the risk",
+		src, scheme, why, fix)
 }
 
 // uncovered returns why the signature of c does not cover key source s, or

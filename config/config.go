@@ -395,7 +395,9 @@ type Route struct {
 	Dedupe struct {
 		// Mode: enforce (default: duplicates are answered by the gateway),
 		// shadow (duplicates are counted, and forwarded anyway: a safe
-		// rollout) or off (every copy is forwarded).
+		// rollout; on a queue route each copy is queued and delivered as an
+		// event of its own) or off (every copy is forwarded; not on a queue
+		// route).
 		Mode DedupeMode `yaml:"mode"`
 	} `yaml:"dedupe"`
 	// StripPrefix is removed from the path before forwarding. Empty (the
@@ -437,9 +439,10 @@ type Route struct {
 	// its sender waits and answers with the upstream's answer. queue
 	// stores the verified, deduplicated delivery in the queue (see the
 	// top-level queue), answers ack_status at once, and has workers
-	// forward it, trying again as retry says. A queue route needs dedupe.mode enforce,
-	// idempotency.required true, and a first key source the signature
-	// covers (or idempotency.allow_unsigned_key: true).
+	// forward it, trying again as retry says. A queue route needs dedupe.mode
+	// enforce or shadow (shadow queues every copy as an event of its own)
+	// and idempotency.required true; like a sync route it gets the replay
+	// guard when its first key source is not signed.
 	Delivery Delivery `yaml:"delivery"`
 	// AckStatus is what a queue route answers once the event is queued: a
 	// 2xx status. Default 202. Only for delivery: queue (an error on a sync
@@ -476,8 +479,8 @@ type Route struct {
 	// is false, and Verifier implements verify.SignedDigester. The runtime
 	// then remembers the SignedDigest of every accepted delivery for
 	// Retention and refuses the same signed request arriving under another
-	// key. Always false for scheme none and for dedupe mode off; a queue
-	// route that would need it is refused instead.
+	// key (on a queue route, acknowledged under another key). Always false
+	// for scheme none and for dedupe mode off.
 	ReplayGuard bool `yaml:"-"`
 	// AllowNets is AllowIPs parsed like TrustedNets (a bare address is a
 	// single-address prefix, IPv4-mapped forms are made IPv4, host bits

@@ -286,6 +286,22 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 			eq(t, name+".replay guard", route(t, cfg, name).ReplayGuard, guard)
 		}
 	},
+	"queue_replay_guard.yaml": func(t *testing.T, cfg *Config) {
+		eq(t, "config warnings", configWarnings(cfg), []string{
+			`gateway.yaml:32: route "allowed": idempotency.key: the first key source "header:X-GitHub-Delivery" is not covered by the github signature (header X-GitHub-Delivery is not signed) and idempotency.allow_unsigned_key is set, so nothing guards the route: a captured delivery sent again with a fresh key is forwarded again`,
+		})
+		want := map[string]bool{
+			"github-delivery": true, "hmac-idempotency-key": true, "hmac-query": true,
+			"github-body": false, "allowed": false, "shadow": true,
+		}
+		eq(t, "routes", len(cfg.Routes), len(want))
+		for name, guard := range want {
+			r := route(t, cfg, name)
+			eq(t, name+".queued", r.Queued(), true)
+			eq(t, name+".replay guard", r.ReplayGuard, guard)
+		}
+		eq(t, "shadow.dedupe.mode", route(t, cfg, "shadow").Dedupe.Mode, ModeShadow)
+	},
 }
 
 // warningsYAML are the warnings of testdata/good/warnings.yaml that config

@@ -106,9 +106,8 @@ func (b *builder) checkDelivery(i int) {
 		b.routeError(i, []any{"retry", "max"}, "retry.max", "%v is shorter than retry.initial (%v); it bounds every delay, the first included", rt.Max, rt.Initial)
 	}
 
-	switch r.Dedupe.Mode {
-	case ModeShadow, ModeOff:
-		b.routeError(i, []any{"delivery"}, "delivery", "queue needs dedupe.mode: enforce (dedupe.mode is %s): the queue keeps one entry per key", r.Dedupe.Mode)
+	if r.Dedupe.Mode == ModeOff {
+		b.routeError(i, []any{"delivery"}, "delivery", "queue needs dedupe.mode: enforce or shadow (dedupe.mode is off): the queue keeps one entry per key")
 	}
 	if !r.Idempotency.Required {
 		b.routeError(i, []any{"delivery"}, "delivery", "queue needs idempotency.required: true: a delivery without a key could not be queued once, each copy would be queued and forwarded")

@@ -386,10 +386,12 @@ func (g *Guard) Hold(ctx context.Context, scoped, fp string, lockTTL time.Durati
 }
 
 // SettleHeld finishes a Hold's key (recording fp's owner for retention)
-// when finished is true, or releases it; a failure is logged under op.
-func (k *Key) SettleHeld(ctx context.Context, finished bool, op string, retention time.Duration) {
+// when finished is true, or releases it. A failure is returned, and
+// logged under op unless it is store.ErrNotOwner (the lock ran out and
+// another copy may hold it now).
+func (k *Key) SettleHeld(ctx context.Context, finished bool, op string, retention time.Duration) error {
 	if k == nil || k.token == "" {
-		return
+		return nil
 	}
 	k.g.held.Delete(k.scoped)
 	var err error
@@ -402,6 +404,7 @@ func (k *Key) SettleHeld(ctx context.Context, finished bool, op string, retentio
 	if err != nil && !errors.Is(err, store.ErrNotOwner) {
 		k.g.storeError(op, k.labels, err)
 	}
+	return err
 }
 
 // Forget removes scoped from this instance's local window and moves the

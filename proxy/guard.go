@@ -24,6 +24,14 @@ import (
 // keeps a hash of the key it was accepted under, for the route's retention:
 // the same signed request under the same key goes on to the key's replay as
 // usual; under another key it is refused with 422.
+//
+// A queue route claims the signed request the same way, in the same store,
+// and records it (finished, for the route's retention) before the event is
+// enqueued (guardQueued): an event is never in the queue, let alone
+// acknowledged, without its signed request remembered. The guard lives in
+// the idempotency store, not in the queue, so it is the same on the memory,
+// Redis and Kafka backends, and a route switched between sync and queue
+// keeps its signed requests.
 
 var errSignatureReplayed = fail(http.StatusUnprocessableEntity, metrics.OutcomeConflict,
 	"this signed request was already accepted under another idempotency key", nil)
@@ -60,19 +68,75 @@ func (g *Gateway) claimSignature(d *delivery, l dedupe.Labels, cctx context.Cont
 		d.sig = sig
 	case dedupe.Replay: // accepted under this same key: the key's own state decides
 	case dedupe.Busy:
+		if d.rt.Queued() && d.rt.Dedupe.Mode == config.ModeShadow {
+			return true, g.shadowCopy(d, "store", metrics.OutcomeInFlight)
+		}
 		return true, g.inFlightDuplicate(d, "store", adm.RetryAfter)
 	case dedupe.Conflict:
 		return true, g.signatureReplayed(d)
 	default:
+		if d.rt.Queued() {
+			// Nothing is forwarded on the local window's protection
+			// alone: the event is not acknowledged.
+			return true, queueStoreDown(d, adm.Err)
+		}
 		return true, g.storeDown(d, adm)
 	}
 	return false, nil
 }
 
+// guardQueued is the replay guard of a queue route, run before the
+// enqueue: the signed request is claimed and, when new, recorded as
+// accepted under d's key. It returns answered false when the event may be
+// enqueued (its signed request is now remembered under this key, or was
+// already); otherwise the delivery was answered, with err the answer.
+//
+// The record is written before the enqueue, so an instance that dies
+// between the two leaves a guarded request and no event; the sender's
+// retry under the same key goes through. The other order could leave a
+// queued event whose signed request nobody remembers. A copy refused
+// after the record is written (the queue is full or down, or its key
+// holds another payload) leaves its signed request tied to its key: the
+// same request under another key is refused with 422 (fail closed).
+func (g *Gateway) guardQueued(d *delivery, l dedupe.Labels) (answered bool, err error) {
+	if answered, err := g.claimSignature(d, l, d.sctx, nil); answered {
+		return true, err
+	}
+	if d.sig == nil {
+		return false, nil // accepted under this key before: the queue decides
+	}
+	var ssp trace.Span
+	_, ssp = g.step(d, d.sctx, spanSettleSig, trace.SpanKindInternal)
+	err = d.sig.SettleHeld(context.WithoutCancel(d.in.context()), true, "signature", d.rt.Retention)
+	endSettle(ssp, err == nil, "not_finished")
+	d.sig = nil
+	if err != nil {
+		return true, queueStoreDown(d, err)
+	}
+	return false, nil
+}
+
+// queueStoreDown answers a queue route's delivery whose replay guard could
+// not be read or written: 499 when the caller hung up, else 503 with
+// Retry-After, never acknowledged (store.on_error: forward does not apply:
+// the event is not queued unguarded).
+func queueStoreDown(d *delivery, err error) error {
+	if cerr := d.in.context().Err(); cerr != nil {
+		return cerr
+	}
+	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)
+	se.retryAfter = 1
+	return se
+}
+
 // signatureReplayed answers a signed request already accepted under another
-// key: 422, counted; in shadow mode counted and forwarded anyway.
+// key: 422, counted; in shadow mode counted and forwarded anyway (on a
+// queue route: queued as a copy of its own, shadowCopy).
 func (g *Gateway) signatureReplayed(d *delivery) error {
 	d.rt.m.SignatureReplay()
+	if d.rt.Queued() && d.rt.Dedupe.Mode == config.ModeShadow {
+		return g.shadowCopy(d, "store", metrics.OutcomeConflict)
+	}
 	d.rt.m.Duplicate("store", metrics.OutcomeConflict)
 	if d.rt.Dedupe.Mode == config.ModeShadow {
 		return g.forward(d, nil)

@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,16 +35,25 @@ type Queue interface {
 // Idempotent-Replayed; one already delivered gets the upstream's stored
 // answer; another payload under the same key gets 422. A queue that does
 // not answer, or is full, gets 503 with Retry-After: nothing is
-// acknowledged that is not stored.
+// acknowledged that is not stored. On a route with a replay guard the
+// signed request is recorded first (guard.go). In shadow mode every copy
+// enforce would answer itself is counted the same and queued as an event
+// of its own (shadowCopy).
 func (g *Gateway) queued(d *delivery) error {
 	rt := d.rt
 	if g.queue == nil {
 		return fail(http.StatusServiceUnavailable, metrics.OutcomeError, "delivery queue unavailable", errNoQueue)
 	}
+	shadow := rt.Dedupe.Mode == config.ModeShadow
 	// A copy of an event already delivered is answered from the local
 	// window, like on a sync route.
 	labels := dedupe.Labels{Route: rt.Name, Key: d.key, RequestID: d.reqID, Metrics: rt.m}
 	if adm, ok := g.guard.Cached(d.scoped, d.fp, labels); ok {
+		if shadow {
+			d.attempt = adm.Attempts
+			g.checkAttempts(d)
+			return g.shadowCopy(d, adm.Layer, finishedOutcome(adm.Outcome.Fingerprint == d.fp))
+		}
 		return g.duplicate(d, adm)
 	}
 	if !g.readsSync && g.fromSync.covers(rt.Name, d.start) {
@@ -49,22 +61,16 @@ func (g *Gateway) queued(d *delivery) error {
 			return err
 		}
 	}
-	// The URI is stored relative to the route's upstream: a reload that
-	// moves the upstream sends the queued events to the new one, under
-	// its base path (Send).
-	req := newRequest(&d.in, rt.routeURI(&d.in, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.in.remoteAddr))
-	req.RouteRelative = true
-	ctx := d.in.context()
-	ack, err := g.queue.Enqueue(ctx, queue.Entry{
-		Route: rt.Name, Key: d.key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err() // the caller hung up: 499
+	// The replay guard: the signed request is recorded under this key
+	// before the event is stored (guard.go).
+	if rt.digester != nil {
+		if answered, err := g.guardQueued(d, labels); answered {
+			return err
 		}
-		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue unavailable", err)
-		se.retryAfter = 1
-		return se
+	}
+	ack, err := g.enqueue(d, d.key)
+	if err != nil {
+		return err
 	}
 	d.attempt = ack.Copies
 	g.checkAttempts(d)
@@ -72,13 +78,20 @@ func (g *Gateway) queued(d *delivery) error {
 	case queue.Enqueued:
 		return g.ackQueued(d, ack.ID, false)
 	case queue.Pending:
-		if ack.Fingerprint != d.fp {
+		same := ack.Fingerprint == d.fp
+		if shadow {
+			return g.shadowCopy(d, "store", finishedOutcome(same))
+		}
+		if !same {
 			rt.m.Duplicate("store", metrics.OutcomeConflict)
 			return errKeyReused
 		}
 		rt.m.Duplicate("store", metrics.OutcomeReplayed)
 		return g.ackQueued(d, ack.ID, true)
 	case queue.InFlight:
+		if shadow {
+			return g.shadowCopy(d, "store", metrics.OutcomeInFlight)
+		}
 		// Another copy is being stored this instant (Kafka: its record is
 		// being produced): as for a copy in flight on a sync route.
 		rt.m.Duplicate("store", metrics.OutcomeInFlight)
@@ -87,11 +100,92 @@ func (g *Gateway) queued(d *delivery) error {
 		return se
 	case queue.Delivered:
 		g.guard.Remember(d.scoped, ack.Outcome, ack.Copies, d.gen)
+		if shadow {
+			return g.shadowCopy(d, "store", finishedOutcome(ack.Outcome.Fingerprint == d.fp))
+		}
 		return g.finishedDuplicate(d, "store", &ack.Outcome)
 	}
+	return errFull()
+}
+
+// enqueue stores d in the queue under key (d's own, or a shadow copy's),
+// for the upstream to get with d's key. err is the answer when the queue
+// did not answer.
+func (g *Gateway) enqueue(d *delivery, key string) (queue.Ack, error) {
+	rt := d.rt
+	// The URI is stored relative to the route's upstream: a reload that
+	// moves the upstream sends the queued events to the new one, under
+	// its base path (Send).
+	req := newRequest(&d.in, rt.routeURI(&d.in, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.in.remoteAddr))
+	req.RouteRelative = true
+	ctx := d.in.context()
+	ack, err := g.queue.Enqueue(ctx, queue.Entry{
+		Route: rt.Name, Key: key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ack, ctx.Err() // the caller hung up: 499
+		}
+		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue unavailable", err)
+		se.retryAfter = 1
+		return ack, se
+	}
+	return ack, nil
+}
+
+// errFull is the answer of a queue at max_depth (or its DLQ at its bound).
+func errFull() error {
 	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue full", errQueueFull)
 	se.retryAfter = 5
 	return se
+}
+
+// finishedOutcome is how a copy of a finished or queued key is counted:
+// replayed for the same payload, conflict for another.
+func finishedOutcome(same bool) string {
+	if same {
+		return metrics.OutcomeReplayed
+	}
+	return metrics.OutcomeConflict
+}
+
+// shadowCopy is shadow mode on a queue route: a copy that enforce would
+// have answered itself (a replay, 409, 422) is counted as enforce counts
+// it, under layer and outcome, and then queued and delivered as an event
+// of its own, under a key of its own (copyKey) so that it shares nothing
+// in the ledger with the event it copies: its own 202, its own tries,
+// its own place in the DLQ. The upstream gets it with the key it came
+// with.
+func (g *Gateway) shadowCopy(d *delivery, layer, outcome string) error {
+	d.rt.m.Duplicate(layer, outcome)
+	key, err := copyKey(d.key)
+	if err != nil {
+		return fail(http.StatusServiceUnavailable, metrics.OutcomeError, "delivery queue unavailable", err)
+	}
+	ack, err := g.enqueue(d, key)
+	if err != nil {
+		return err
+	}
+	if ack.State == queue.Enqueued {
+		return g.ackQueued(d, ack.ID, false)
+	}
+	if ack.State == queue.Full {
+		return errFull()
+	}
+	// A fresh random key the queue already knows: nothing is acknowledged.
+	return fail(http.StatusServiceUnavailable, metrics.OutcomeError, "delivery queue unavailable",
+		errors.New("shadow copy key already queued"))
+}
+
+// copyKey is the internal key a shadow copy of key is queued under: key,
+// a unit separator (0x1f, which no idempotency key may hold, so it never
+// meets a real key) and "shadow-" with 16 random hex digits.
+func copyKey(key string) (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("proxy: shadow copy key: %w", err)
+	}
+	return key + "\x1fshadow-" + hex.EncodeToString(b[:]), nil
 }
 
 var (
@@ -237,11 +331,18 @@ func (g *Gateway) syncRecord(d *delivery) (done bool, err error) {
 		se.retryAfter = 1
 		return true, se
 	}
+	shadow := d.rt.Dedupe.Mode == config.ModeShadow
 	switch state {
 	case store.Finished:
 		g.guard.Remember(d.scoped, out, 1, d.gen)
+		if shadow {
+			return true, g.shadowCopy(d, "store", finishedOutcome(out.Fingerprint == d.fp))
+		}
 		return true, g.finishedDuplicate(d, "store", &out)
 	case store.InFlight:
+		if shadow {
+			return true, g.shadowCopy(d, "store", metrics.OutcomeInFlight)
+		}
 		return true, g.inFlightDuplicate(d, "store", time.Second)
 	}
 	return false, nil
