@@ -288,7 +288,9 @@ func (in *Server) Addr() net.Addr { return in.addr }
 // empty.
 func (in *Server) AdminAddr() net.Addr { return in.adminAddr }
 
-// Err reports a listener that failed while serving.
+// Err reports a failure that stops the gateway: a listener that failed
+// while serving, or a store found (once it answered) to be written by a
+// newer schema.
 func (in *Server) Err() <-chan error { return in.errc }
 
 // Reload re-reads the config at path (SIGHUP, POST /admin/reload) and,

@@ -57,7 +57,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		case <-hup:
 			srv.Reload(*path)
 		case err := <-srv.Err():
-			log.Error("listener failed", "error", err.Error())
+			log.Error("stopping: the gateway cannot go on serving", "error", err.Error())
 			srv.Shutdown(*grace)
 			return 1
 		case <-ctx.Done():
