@@ -461,7 +461,7 @@ func (m *Memory) get(r *memLedgerRoute, key string) (queue.KeyState, error) {
 		if err != nil {
 			return ks, fmt.Errorf("kafka ledger: memory get %q: %w: %v", key, queue.ErrCorrupt, err)
 		}
-		ks.Status = out.Status
+		ks.Status, ks.Outcome = out.Status, out
 	}
 	return ks, nil
 }

@@ -754,7 +754,7 @@ func ledgerKeyState(op, key string, h map[string]string) (queue.KeyState, error)
 		if err != nil {
 			return ks, fmt.Errorf("kafka ledger: redis %s %q: %w: %v", op, key, queue.ErrCorrupt, err)
 		}
-		ks.Status = out.Status
+		ks.Status, ks.Outcome = out.Status, out
 	}
 	return ks, nil
 }

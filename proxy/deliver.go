@@ -249,6 +249,13 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	}
 	d.attempt = adm.Attempts
 	g.checkAttempts(d)
+	// A route a reload turned from queue into sync: a key new to the
+	// store may be one the queue delivered or dead-lettered (queue.go).
+	if g.fromQueue.covers(rt.Name, d.start) {
+		if done, err := g.queueRecord(d, k); done {
+			return err
+		}
+	}
 	return g.forward(d, k)
 }
 

@@ -80,7 +80,11 @@ type Gateway struct {
 	store   store.Store
 	// readsSync and fromSync: see Options.QueueReadsSyncRecords.
 	readsSync bool
-	fromSync  fromSync
+	fromSync  switched
+	// fromQueue: the routes a reload turned from queue into sync, whose
+	// copies the store does not know are looked up in the queue's records
+	// (queueRecord), for the old route's retention after the switch.
+	fromQueue switched
 
 	writeTimeout time.Duration
 
@@ -99,6 +103,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 		queue:        o.Queue,
 		store:        o.Store,
 		readsSync:    o.QueueReadsSyncRecords,
+		fromQueue:    switched{toSync: true},
 		writeTimeout: o.WriteTimeout,
 	}
 	if g.writeTimeout <= 0 {
@@ -131,7 +136,9 @@ func (g *Gateway) Reload(cfg *config.Config) {
 		}
 	}
 	if old := g.tbl.Swap(t); old != nil {
-		g.fromSync.note(old.cfg, cfg, time.Now())
+		now := time.Now()
+		g.fromSync.note(old.cfg, cfg, now)
+		g.fromQueue.note(old.cfg, cfg, now)
 		old.close()
 	}
 }

@@ -265,31 +265,34 @@ func retryAfterHeader(ans Answer) time.Duration {
 	return time.Duration(min(s, 86400)) * time.Second
 }
 
-// fromSync remembers, for each route a reload of this process turned from
-// sync into queue, until when the sync store may still hold its finished
-// keys: the switch plus the sync route's retention. Read on every queue
-// delivery, written at reloads only.
-type fromSync struct {
-	until atomic.Pointer[map[string]time.Time]
+// switched remembers, for each route a reload of this process turned
+// from one delivery into the other (fromSync: sync into queue; fromQueue,
+// toSync set: queue into sync), until when the old delivery's records may
+// still hold finished keys of it: the switch plus the old route's
+// retention. Read on every delivery of such a route, written at reloads
+// only.
+type switched struct {
+	toSync bool
+	until  atomic.Pointer[map[string]time.Time]
 }
 
-// note records the routes that were sync routes in old and are queue
-// routes in cfg, and keeps the earlier ones still within their time.
-func (f *fromSync) note(old, cfg *config.Config, now time.Time) {
-	wasSync := map[string]time.Duration{}
+// note records the routes that had the old delivery in old and the new
+// one in cfg, and keeps the earlier ones still within their time.
+func (f *switched) note(old, cfg *config.Config, now time.Time) {
+	was := map[string]time.Duration{}
 	for i := range old.Routes {
-		if r := &old.Routes[i]; !r.Queued() {
-			wasSync[r.Name] = r.Retention
+		if r := &old.Routes[i]; r.Queued() == f.toSync {
+			was[r.Name] = r.Retention
 		}
 	}
 	prev := f.until.Load()
 	next := map[string]time.Time{}
 	for i := range cfg.Routes {
 		r := &cfg.Routes[i]
-		if !r.Queued() {
+		if r.Queued() == f.toSync {
 			continue
 		}
-		if ret, ok := wasSync[r.Name]; ok {
+		if ret, ok := was[r.Name]; ok {
 			next[r.Name] = now.Add(ret)
 		} else if prev != nil {
 			if t, ok := (*prev)[r.Name]; ok && now.Before(t) {
@@ -303,9 +306,9 @@ func (f *fromSync) note(old, cfg *config.Config, now time.Time) {
 	f.until.Store(&next)
 }
 
-// covers reports whether route was a sync route recently enough, at t,
-// for the store to hold finished keys of it.
-func (f *fromSync) covers(route string, t time.Time) bool {
+// covers reports whether route had the old delivery recently enough, at
+// t, for the old delivery's records to hold finished keys of it.
+func (f *switched) covers(route string, t time.Time) bool {
 	m := f.until.Load()
 	if m == nil {
 		return false
@@ -344,6 +347,59 @@ func (g *Gateway) syncRecord(d *delivery) (done bool, err error) {
 			return true, g.shadowCopy(d, "store", metrics.OutcomeInFlight)
 		}
 		return true, g.inFlightDuplicate(d, "store", time.Second)
+	}
+	return false, nil
+}
+
+// QueueRecords reads a queue route's key as the queue's backend holds it,
+// also after a reload turned the route into a sync one (queue.Manager's
+// Record).
+type QueueRecords interface {
+	Record(ctx context.Context, route, key string) (queue.KeyState, error)
+}
+
+// queueRecord answers, on a sync route that was a queue route, a copy of
+// an event the queue delivered or dead-lettered, from the queue's record;
+// k is the store claim the copy just won. Delivered: the stored answer,
+// replayed, and recorded in the store under k, so that later copies are
+// answered by the store. Dead-lettered: the claim is released and the
+// copy gets what the queue route answered it, the acknowledgement marked
+// Idempotent-Replayed (422 for another payload): it is not forwarded. done
+// false when the queue holds neither (the copy is forwarded as usual). A
+// queue backend that does not answer gets 503: it cannot be told whether
+// the event was delivered.
+func (g *Gateway) queueRecord(d *delivery, k *dedupe.Key) (done bool, err error) {
+	qr, ok := g.queue.(QueueRecords)
+	if !ok {
+		return false, nil
+	}
+	ctx := d.in.context()
+	ks, err := qr.Record(ctx, d.rt.Name, d.key)
+	if err != nil {
+		k.Release(context.WithoutCancel(ctx), "unreachable")
+		if ctx.Err() != nil {
+			return true, ctx.Err() // the caller hung up: 499
+		}
+		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue unavailable", err)
+		se.retryAfter = 1
+		return true, se
+	}
+	switch ks.State {
+	case queue.StateFinished:
+		out := ks.Outcome
+		if out.Fingerprint == "" {
+			out.Fingerprint = ks.Fingerprint
+		}
+		k.Finish(context.WithoutCancel(ctx), out, d.attempt, d.rt.Retention)
+		return true, g.finishedDuplicate(d, "store", &out)
+	case queue.StateDeadLettered:
+		k.Release(context.WithoutCancel(ctx), "dead_lettered")
+		same := ks.Fingerprint == d.fp
+		d.rt.m.Duplicate("store", finishedOutcome(same))
+		if !same {
+			return true, errKeyReused
+		}
+		return true, g.ackQueued(d, ks.EventID, true)
 	}
 	return false, nil
 }

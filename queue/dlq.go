@@ -77,6 +77,15 @@ func (m *Manager) Get(ctx context.Context, route, key string) (KeyState, error) 
 	return m.o.Backend.Get(ctx, route, key)
 }
 
+// Record reports route's key as the backend holds it, whether or not
+// route is still a queue route of this instance: a reload that turned it
+// into a sync route leaves its finished and dead-lettered keys in the
+// backend for their retention, and the sync path reads them (proxy's
+// fromQueue).
+func (m *Manager) Record(ctx context.Context, route, key string) (KeyState, error) {
+	return m.o.Backend.Get(ctx, route, key)
+}
+
 // Delete forgets a queue route's key and cancels its delivery.
 func (m *Manager) Delete(ctx context.Context, route, key string) (KeyState, error) {
 	if _, err := m.routeCfg(route); err != nil {

@@ -503,7 +503,7 @@ func (m *Memory) get(r *memRoute, key string) KeyState {
 	case "dead":
 		ks.State = StateDeadLettered
 	default:
-		ks.State, ks.Status = StateFinished, k.rec.Status
+		ks.State, ks.Status, ks.Outcome = StateFinished, k.rec.Status, k.rec
 	}
 	return ks
 }

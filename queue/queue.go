@@ -198,6 +198,9 @@ type KeyState struct {
 	LastSeen    time.Time
 	Status      int // finished: the upstream's status
 	Fingerprint string
+	// Outcome is a finished key's stored answer, replayed to its copies;
+	// zero in the other states.
+	Outcome store.Outcome `json:"-"`
 }
 
 // Key states reported by KeyState.State.

@@ -1096,7 +1096,7 @@ func (r *Redis) get(ctx context.Context, route string, shard int, key string) (K
 		if err != nil {
 			return ks, fmt.Errorf("queue: redis get %q: %w: %v", key, ErrCorrupt, err)
 		}
-		ks.Status = out.Status
+		ks.Status, ks.Outcome = out.Status, out
 	default:
 		return ks, fmt.Errorf("queue: redis get %q: %w: state %q", key, ErrCorrupt, clip(f[0]))
 	}

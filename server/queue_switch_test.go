@@ -10,6 +10,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/store/redistest"
 )
 
@@ -196,5 +197,97 @@ func TestSyncToQueueSwitchDoesNotDeliverAgain(t *testing.T) {
 			}
 			qEventually(t, 10*time.Second, func() bool { return up.completions("before-1") == 2 }, func() string { return "the reset key delivered again" })
 		})
+	}
+}
+
+// Regression (issue 20): a route switched from queue to sync by a reload
+// forwarded again an event the queue had delivered, when the provider
+// retried it after the switch (the sync path's store claim did not look
+// at the queue's key records). Now the retry gets the queue's stored
+// answer, replayed, and the store records it; a retry of an event the
+// queue dead-lettered (and an operator purged, so the reload could go
+// through) gets the queue route's acknowledgement, replayed, and is not
+// forwarded either; a new event is forwarded as usual. Both front doors,
+// on the memory store and on Redis. The local window is 1 ms, so the
+// retries reach the store.
+func TestQueueToSyncSwitchDoesNotDeliverAgain(t *testing.T) {
+	doortest.ForEach(t, func(t *testing.T) {
+		for _, be := range []string{"memory", "redis"} {
+			t.Run(be, func(t *testing.T) {
+				up := newQUpstream(t)
+				up.setAnswer(func(key string, n int) int {
+					if strings.HasPrefix(key, "dead-") {
+						return 400
+					}
+					return 200
+				})
+				c := qConf{upstream: up.srv.URL}
+				if be == "redis" {
+					c.redis = redistest.Start(t)
+				}
+				queued := strings.Replace(c.yaml(), "dedupe: { lock_ttl: 5s }", "dedupe: { lock_ttl: 5s, window: 1ms }", 1)
+				sync := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
+					"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+				in := startFile(t, queued, nil)
+				checkDoor(t, in.Server)
+				qi := &qInstance{Server: in.Server, t: t}
+				url := qi.url()
+
+				for _, k := range []string{"e-1", "dead-1"} {
+					if a := qPost(url, k); a.status != 202 {
+						t.Fatalf("%s on the queue route: %d %q %v", k, a.status, a.raw, a.err)
+					}
+				}
+				up.waitCompleted(t, []string{"e-1"}, 10*time.Second)
+				var dead admin.DLQPage
+				qEventually(t, 10*time.Second, func() bool { dead = qi.dlq(); return len(dead.Entries) == 1 }, func() string { return "dead-1 dead-lettered" })
+				purgeDLQ(t, qi, dead)
+
+				in.rewrite(sync)
+				if err := in.Reload(in.path); err != nil {
+					t.Fatalf("reload to a sync route: %v", err)
+				}
+				time.Sleep(5 * time.Millisecond) // past the 1 ms local window
+				// The second copy is answered by the store.
+				for i := range 2 {
+					a := qPost(url, "e-1")
+					if a.status != 200 || !a.replayed || !strings.Contains(a.raw, `"upstream":200`) {
+						t.Fatalf("retry %d of e-1, delivered by the queue, after the switch: %d replayed=%v %q, want its stored 200 replayed", i+1, a.status, a.replayed, a.raw)
+					}
+				}
+				deadTries := len(up.tries("dead-1"))
+				if a := qPost(url, "dead-1"); a.status != 202 || !a.replayed {
+					t.Fatalf("a retry of dead-1, dead-lettered by the queue, after the switch: %d replayed=%v %q, want 202 replayed", a.status, a.replayed, a.raw)
+				}
+				if n := len(up.tries("dead-1")); n != deadTries {
+					t.Fatalf("dead-1 was forwarded after the switch: %d tries, want %d", n, deadTries)
+				}
+				if a := qPost(url, "f-1"); a.status != 200 || a.replayed {
+					t.Fatalf("a new event after the switch: %d replayed=%v %q, want 200 forwarded", a.status, a.replayed, a.raw)
+				}
+				checkOnce(t, up, []string{"e-1", "f-1"})
+				if ks := qi.keyState("e-1"); ks.State != "finished" || ks.Status != 200 {
+					t.Fatalf("keys get of e-1 after its replay on the sync route: %+v, want finished 200 in the store", ks)
+				}
+			})
+		}
+	})
+}
+
+// purgeDLQ purges every dead-lettered event of page through the admin API.
+func purgeDLQ(t *testing.T, qi *qInstance, page admin.DLQPage) {
+	t.Helper()
+	for _, e := range page.Entries {
+		req, _ := http.NewRequest("DELETE", qi.admin()+"/admin/dlq/orders/"+e.ID, nil)
+		req.Header.Set(admin.Header, "1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("purge %s: %d", e.ID, resp.StatusCode)
+		}
 	}
 }
