@@ -126,11 +126,15 @@ func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *ha
 	}
 	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: &syncBuffer{}, upstream: upstream}
 	h.up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.upCalls.Add(1)
+		// The request is recorded before it is counted: a test that waits
+		// for the count then reads upReqs[n-1] (recording it after let a
+		// test index an empty slice while holding h.mu, and the panic left
+		// the lock held: the next upstream call hung the test binary).
 		r2 := r.Clone(r.Context())
 		h.mu.Lock()
 		h.upReqs = append(h.upReqs, r2)
 		h.mu.Unlock()
+		h.upCalls.Add(1)
 		if h.upstream != nil {
 			h.upstream(w, r)
 			return
