@@ -69,7 +69,6 @@ func dlqFlags(verb string, stdout, stderr io.Writer) (*flag.FlagSet, *dlqOptions
 type dlqClient struct {
 	verb, route string
 	base        *url.URL
-	token       string
 	http        *http.Client
 	stderr      io.Writer
 }
@@ -90,14 +89,7 @@ func (c *dlqClient) call(ctx context.Context, method, path string, query url.Val
 		c.fail("%v", err)
 		return 0, nil, errReported
 	}
-	req.Header.Set(admin.Header, "1")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if method != http.MethodGet {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Clawgate-Admin", "1")
-	}
+	setAdminHeaders(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -210,7 +202,7 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "clawgate dlq: -admin %q is not an http(s) URL\n", o.admin)
 		return 2
 	}
-	c := &dlqClient{verb: verb, route: pos[0], base: base, token: os.Getenv("CLAWGATE_ADMIN_TOKEN"),
+	c := &dlqClient{verb: verb, route: pos[0], base: base,
 		http: &http.Client{Timeout: 10 * time.Second}, stderr: stderr}
 	switch {
 	case verb == "list":

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -56,9 +55,7 @@ func cmdHealth(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// With the token, /readyz says why it is not ready (the store's error).
-	if tok := os.Getenv("CLAWGATE_ADMIN_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
+	setAdminHeaders(req)
 	client := &http.Client{
 		Timeout: *timeout,
 		// Straight to the listener: no HTTP_PROXY, no connection kept.

@@ -118,12 +118,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 	case http.StatusNotFound:
 		fmt.Fprintf(stderr, "clawgate keys: unknown route %q (or no admin API at %s)\n", route, base.Redacted())
 	default:
-		var e struct{ Error string }
-		json.Unmarshal(body, &e)
-		if e.Error == "" {
-			e.Error = strings.TrimSpace(string(body))
-		}
-		fmt.Fprintf(stderr, "clawgate keys: %s: %s\n", resp.Status, e.Error)
+		fmt.Fprintf(stderr, "clawgate keys: %s: %s\n", resp.Status, apiError(body))
 	}
 	return 1
 }

@@ -6,27 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/clawgate/clawgate/admin"
 )
-
-// setAdminHeaders sets what every admin API request of the CLI carries:
-// the bearer token from $CLAWGATE_ADMIN_TOKEN and, on a request that
-// changes state (anything but GET and HEAD), Content-Type:
-// application/json and X-Clawgate-Admin: 1, which a browser cannot send
-// across origins without a preflight.
-func setAdminHeaders(req *http.Request) {
-	if tok := os.Getenv("CLAWGATE_ADMIN_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Clawgate-Admin", "1")
-	}
-}
 
 // cmdReload asks a running gateway to reload its config, as SIGHUP does
 // (nginx -s reload, caddy reload):
@@ -78,11 +62,6 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "clawgate reload: the admin API refused the token: set $CLAWGATE_ADMIN_TOKEN to the gateway's admin token")
 		return 1
 	}
-	var e struct{ Error string }
-	json.Unmarshal(body, &e)
-	if e.Error == "" {
-		e.Error = strings.TrimSpace(string(body))
-	}
-	fmt.Fprintf(stderr, "clawgate reload: %s: %s\n", resp.Status, e.Error)
+	fmt.Fprintf(stderr, "clawgate reload: %s: %s\n", resp.Status, apiError(body))
 	return 1
 }
