@@ -285,9 +285,7 @@ func (g *Gateway) storeDown(d *delivery, adm dedupe.Admission) error {
 		d.k.ForwardLocally()
 		return g.forward(d, d.k)
 	}
-	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", adm.Err)
-	se.retryAfter = 1
-	return se
+	return unavailable(d.in.context(), storeUnavailable, adm.Err)
 }
 
 // finishedDuplicate answers a delivery whose key layer (cache, store) knows

@@ -38,6 +38,25 @@ func fail(status int, outcome, msg string, cause error) *statusError {
 	return &statusError{status: status, msg: msg, outcome: outcome, err: cause}
 }
 
+// Names of what did not answer, for unavailable.
+const (
+	storeUnavailable = "idempotency store unavailable"
+	queueUnavailable = "delivery queue unavailable"
+)
+
+// unavailable answers a delivery whose store or queue (what) did not
+// answer: the caller's own error when it hung up meanwhile (499, not a
+// backend failure), else 503 with Retry-After, so the provider keeps the
+// event.
+func unavailable(ctx context.Context, what string, cause error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, what, cause)
+	se.retryAfter = 1
+	return se
+}
+
 // statusOf maps any failure to what the caller gets: the error funnel.
 func statusOf(err error) *statusError {
 	var se *statusError

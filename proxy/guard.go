@@ -121,12 +121,7 @@ func (g *Gateway) guardQueued(d *delivery, l dedupe.Labels) (answered bool, err 
 // Retry-After, never acknowledged (store.on_error: forward does not apply:
 // the event is not queued unguarded).
 func queueStoreDown(d *delivery, err error) error {
-	if cerr := d.in.context().Err(); cerr != nil {
-		return cerr
-	}
-	se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)
-	se.retryAfter = 1
-	return se
+	return unavailable(d.in.context(), storeUnavailable, err)
 }
 
 // signatureReplayed answers a signed request already accepted under another

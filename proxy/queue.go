@@ -14,11 +14,10 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/config"
-	"github.com/clawgate/clawgate/store"
-
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/queue"
+	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/verdict"
 )
 
@@ -123,12 +122,7 @@ func (g *Gateway) enqueue(d *delivery, key string) (queue.Ack, error) {
 		Route: rt.Name, Key: key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return ack, ctx.Err() // the caller hung up: 499
-		}
-		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue unavailable", err)
-		se.retryAfter = 1
-		return ack, se
+		return ack, unavailable(ctx, queueUnavailable, err)
 	}
 	return ack, nil
 }
@@ -330,9 +324,7 @@ func (g *Gateway) syncRecord(d *delivery) (done bool, err error) {
 	}
 	state, out, err := p.Peek(d.in.context(), d.scoped)
 	if err != nil {
-		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "idempotency store unavailable", err)
-		se.retryAfter = 1
-		return true, se
+		return true, unavailable(d.in.context(), storeUnavailable, err)
 	}
 	shadow := d.rt.Dedupe.Mode == config.ModeShadow
 	switch state {
@@ -377,12 +369,7 @@ func (g *Gateway) queueRecord(d *delivery, k *dedupe.Key) (done bool, err error)
 	ks, err := qr.Record(ctx, d.rt.Name, d.key)
 	if err != nil {
 		k.Release(context.WithoutCancel(ctx), "unreachable")
-		if ctx.Err() != nil {
-			return true, ctx.Err() // the caller hung up: 499
-		}
-		se := fail(http.StatusServiceUnavailable, metrics.OutcomeRejected, "delivery queue unavailable", err)
-		se.retryAfter = 1
-		return true, se
+		return true, unavailable(ctx, queueUnavailable, err)
 	}
 	switch ks.State {
 	case queue.StateFinished:
