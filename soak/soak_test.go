@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
 )
 
@@ -17,29 +16,13 @@ func TestSoakShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the soak takes about half a minute per front door; skipped under -short")
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal("redis-server is not on PATH: `make test` installs it (scripts/ensure-pkg.sh), or apt-get install -y redis-server")
-	}
 	for _, door := range doortest.All {
-		t.Run(doortest.Name(door), func(t *testing.T) { soakShort(t, door) })
+		t.Run(doortest.Name(door), func(t *testing.T) {
+			o := Preset(true)
+			o.Server = door
+			runSoak(t, o)
+		})
 	}
-}
-
-func soakShort(t *testing.T, door config.ServerKind) {
-	o := Preset(true)
-	o.Server = door
-	o.Verbose = testing.Verbose()
-	o.Log = tlog{t}
-	rep, err := Run(t.Context(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	rep.Write(&b)
-	if rep.Failed() {
-		t.Fatalf("soak failed:\n%s", b.String())
-	}
-	t.Logf("\n%s", b.String())
 }
 
 // TestSoakShortQueue runs a brief soak of a queue route (delivery: queue
@@ -54,7 +37,7 @@ func TestSoakShortQueue(t *testing.T) {
 	o := Preset(true)
 	o.Queue, o.DrainWait = true, 30*time.Second
 	o.Events, o.Rate, o.Kills, o.Terms, o.RedisRestarts, o.Duration = 800, 80, 1, 1, 1, 120*time.Second
-	queueSoak(t, o)
+	runSoak(t, o)
 }
 
 // TestSoakShortQueueKafka is TestSoakShortQueue on Kafka (queue.backend:
@@ -69,10 +52,13 @@ func TestSoakShortQueueKafka(t *testing.T) {
 	o := Preset(true)
 	o.Queue, o.QueueBackend, o.DrainWait = true, "kafka", 40*time.Second
 	o.Events, o.Rate, o.Kills, o.Terms, o.RedisRestarts, o.KafkaRestarts, o.Duration = 400, 40, 1, 1, 1, 1, 120*time.Second
-	queueSoak(t, o)
+	runSoak(t, o)
 }
 
-func queueSoak(t *testing.T, o Options) {
+// runSoak runs the soak o describes and fails the test with its report
+// when anything was lost, left undelivered, or doubled outside the kill
+// windows.
+func runSoak(t *testing.T, o Options) {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not on PATH: `make test` installs it (scripts/ensure-pkg.sh), or apt-get install -y redis-server")
@@ -86,7 +72,7 @@ func queueSoak(t *testing.T, o Options) {
 	var b strings.Builder
 	rep.Write(&b)
 	if rep.Failed() {
-		t.Fatalf("queue soak failed:\n%s", b.String())
+		t.Fatalf("soak failed:\n%s", b.String())
 	}
 	// Failed covers these; said once more, as the test's promise.
 	if rep.Lost != 0 || rep.Undelivered != 0 || len(rep.Outside) != 0 || rep.Acknowledged != o.Events {
