@@ -96,19 +96,7 @@ func TestReloadRefusesToParkQueuedEvents(t *testing.T) {
 			if err := in.Reload(in.path); !errors.Is(err, ErrQueueNotDrained) || !strings.Contains(err.Error(), "0 undelivered (queued or retrying) and 2 dead-lettered") {
 				t.Fatalf("reload with only dead-lettered events left: %v", err)
 			}
-			for _, e := range qi.dlq().Entries {
-				req, _ := http.NewRequest("DELETE", qi.admin()+"/admin/dlq/orders/"+e.ID, nil)
-				req.Header.Set(admin.Header, "1")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					t.Fatalf("purge %s: %d", e.ID, resp.StatusCode)
-				}
-			}
+			purgeDLQ(t, qi, qi.dlq())
 			qEventually(t, 10*time.Second, func() bool { return in.Reload(in.path) == nil }, func() string { return "the reload to sync once drained" })
 			if a := qPost(url, "sync-after"); a.status != 200 {
 				t.Fatalf("after the reload to sync: %d %q", a.status, a.raw)
