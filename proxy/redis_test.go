@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -346,21 +345,7 @@ func testFleetOnRedisCluster(t *testing.T) {
 // scriptCalls is how many scripts Redis ran since the last CONFIG RESETSTAT.
 func scriptCalls(t *testing.T, addr string) int {
 	t.Helper()
-	info, err := redistest.Command(addr, "INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-				var calls int
-				fmt.Sscanf(rest, "calls=%d", &calls)
-				n += calls
-			}
-		}
-	}
-	return n
+	return redistest.Calls(t, addr, "evalsha") + redistest.Calls(t, addr, "eval")
 }
 
 func TestRedisRoundTripsPerDelivery(t *testing.T) {

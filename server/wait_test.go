@@ -3,8 +3,6 @@ package server
 import (
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,26 +13,6 @@ import (
 	"github.com/clawgate/clawgate/internal/kafkatest"
 	"github.com/clawgate/clawgate/store/redistest"
 )
-
-// masterWaits is how many WAIT commands the Redis at addr has run.
-func masterWaits(t *testing.T, addr string) int {
-	t.Helper()
-	stats, err := redistest.Command(addr, "INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(stats) {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_wait:calls="); ok {
-			n, _, _ := strings.Cut(rest, ",")
-			v, err := strconv.Atoi(n)
-			if err != nil {
-				t.Fatalf("commandstats %q: %v", line, err)
-			}
-			return v
-		}
-	}
-	return 0
-}
 
 // store.redis.wait_replicas covers every write that acknowledges an event
 // or records an outcome, on sync and queue routes alike. It used to cover
@@ -138,20 +116,20 @@ dedupe: { lock_ttl: 5s }
 	post(queueURL, "warm", 202)
 	settled([]string{"warm"})
 
-	before := masterWaits(t, master.Addr)
+	before := redistest.Calls(t, master.Addr, "wait")
 	for _, k := range qKeys("sync", 20) {
 		post(syncURL, k, 200)
 	}
-	if got := masterWaits(t, master.Addr) - before; got != 20 {
+	if got := redistest.Calls(t, master.Addr, "wait") - before; got != 20 {
 		t.Fatalf("20 sync events sent %d WAITs, want 20 (one per finish)", got)
 	}
-	before = masterWaits(t, master.Addr)
+	before = redistest.Calls(t, master.Addr, "wait")
 	keys := qKeys("queue", 20)
 	for _, k := range keys {
 		post(queueURL, k, 202)
 	}
 	settled(keys)
-	if got := masterWaits(t, master.Addr) - before; got != 40 {
+	if got := redistest.Calls(t, master.Addr, "wait") - before; got != 40 {
 		t.Fatalf("20 queue events sent %d WAITs, want 40 (one per acknowledgement, one per settle)", got)
 	}
 
@@ -162,9 +140,9 @@ dedupe: { lock_ttl: 5s }
 	defer up.release()
 	replica.Pause()
 	defer replica.Resume()
-	before, short := masterWaits(t, master.Addr), shortfalls()
+	before, short := redistest.Calls(t, master.Addr, "wait"), shortfalls()
 	post(queueURL, "detached", 202)
-	if got := masterWaits(t, master.Addr) - before; got != 1 {
+	if got := redistest.Calls(t, master.Addr, "wait") - before; got != 1 {
 		t.Fatalf("an acknowledged queue event sent %d WAITs before its 202, want 1", got)
 	}
 	if got := shortfalls() - short; got != 1 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,31 +13,6 @@ import (
 
 	"github.com/clawgate/clawgate/store/redistest"
 )
-
-// waitCalls is how many WAIT commands the server at addr has run.
-func waitCalls(t *testing.T, addr string) string {
-	t.Helper()
-	stats, err := redistest.Command(addr, "INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(stats) {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_wait:calls="); ok {
-			n, _, _ := strings.Cut(rest, ",")
-			return n
-		}
-	}
-	return "0"
-}
-
-func mustAtoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 func TestRedisFinishWaitsForReplica(t *testing.T) {
 	ctx := context.Background()
@@ -56,7 +30,7 @@ func TestRedisFinishWaitsForReplica(t *testing.T) {
 	if err := r.Finish(ctx, "orders:0", c.Token, outcome(200, "ok"), time.Hour); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
-	before := waitCalls(t, master.Addr)
+	before := redistest.Calls(t, master.Addr, "wait")
 	c = mustClaim(t, r, "orders:1", fpA, time.Minute, Claimed)
 	if err := r.Finish(ctx, "orders:1", c.Token, outcome(200, "ok"), time.Hour); err != nil {
 		t.Fatalf("Finish: %v", err)
@@ -64,8 +38,8 @@ func TestRedisFinishWaitsForReplica(t *testing.T) {
 	if n := shortfalls.Load(); n != 0 {
 		t.Fatalf("%d shortfalls with the one replica asked for", n)
 	}
-	if after := waitCalls(t, master.Addr); after != fmt.Sprint(mustAtoi(t, before)+1) {
-		t.Fatalf("the master ran WAIT %s times, then %s; want one more", before, after)
+	if after := redistest.Calls(t, master.Addr, "wait"); after != before+1 {
+		t.Fatalf("the master ran WAIT %d times, then %d; want one more", before, after)
 	}
 	// WAIT returned, so the replica has the record already.
 	rec, err := redistest.Command(replica.Addr, "GET", r.keys("orders:1")[1])
@@ -173,13 +147,13 @@ func TestRedisRunDurable(t *testing.T) {
 	// Two replicas asked, one there: every WAIT falls short (after 10ms).
 	r := newTestRedis(t, RedisOptions{Addrs: []string{master.Addr}, WaitReplicas: 2, WaitTimeout: 10 * time.Millisecond,
 		OnReplicaShortfall: func() { shortfalls.Add(1) }})
-	before := mustAtoi(t, waitCalls(t, master.Addr))
+	before := redistest.Calls(t, master.Addr, "wait")
 	for i := range 2 { // the first loads the script (NOSCRIPT, then EVAL and WAIT again)
 		if n, err := r.RunDurable(ctx, set, []string{"q:{a}"}, i).Int64(); err != nil || n != 1 {
 			t.Fatalf("RunDurable = %d, %v", n, err)
 		}
 	}
-	if got := mustAtoi(t, waitCalls(t, master.Addr)) - before; got != 3 {
+	if got := redistest.Calls(t, master.Addr, "wait") - before; got != 3 {
 		t.Fatalf("%d WAITs for two scripts, the first loaded; want 3", got)
 	}
 	if n := shortfalls.Load(); n != 2 {
@@ -193,11 +167,11 @@ func TestRedisRunDurable(t *testing.T) {
 	}
 
 	plain := newTestRedis(t, RedisOptions{Addrs: []string{master.Addr}, OnReplicaShortfall: func() { shortfalls.Add(1) }})
-	before = mustAtoi(t, waitCalls(t, master.Addr))
+	before = redistest.Calls(t, master.Addr, "wait")
 	if n, err := plain.RunDurable(ctx, set, []string{"q:{b}"}, 1).Int64(); err != nil || n != 1 {
 		t.Fatalf("RunDurable without WaitReplicas = %d, %v", n, err)
 	}
-	if got := mustAtoi(t, waitCalls(t, master.Addr)) - before; got != 0 {
+	if got := redistest.Calls(t, master.Addr, "wait") - before; got != 0 {
 		t.Fatalf("%d WAITs without WaitReplicas", got)
 	}
 }

@@ -328,6 +328,28 @@ func Command(addr string, args ...string) (string, error) {
 	return AuthCommand(addr, "", args...)
 }
 
+// Calls is how many times the Redis at addr has run the command name
+// (lower case, as INFO commandstats names it: "wait", "evalsha"); 0 when
+// it never has. A failure fails t.
+func Calls(t testing.TB, addr, name string) int {
+	t.Helper()
+	stats, err := Command(addr, "INFO", "commandstats")
+	if err != nil {
+		t.Fatalf("redistest: INFO commandstats on %s: %v", addr, err)
+	}
+	for line := range strings.Lines(stats) {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.Atoi(n)
+			if err != nil {
+				t.Fatalf("redistest: commandstats %q: %v", line, err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
 // AuthCommand is Command on a server that requires password (none when
 // password is empty).
 func AuthCommand(addr, password string, args ...string) (string, error) {
