@@ -11,7 +11,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -62,44 +61,44 @@ type Ledger interface {
 	Begin(ctx context.Context, route, key, eid, tok, pos, owner string) (b Begun, ok bool, err error)
 	// Intend records next as the key's pending token before owner's retry
 	// record carrying it is produced, so that the record is adopted if it
-	// is read before Settle records the retry. queue.NotOwner or
-	// queue.Stale as for Settle (nothing changed).
-	Intend(ctx context.Context, route, key, eid, tok, owner, next string) (queue.Settled, error)
-	// Settle records how owner's try of (eid, tok) ended. queue.NotOwner
+	// is read before Settle records the retry. NotOwner or
+	// Stale as for Settle (nothing changed).
+	Intend(ctx context.Context, route, key, eid, tok, owner, next string) (Settled, error)
+	// Settle records how owner's try of (eid, tok) ended. NotOwner
 	// when another owner began the token since (nothing changed);
-	// queue.Stale when the key no longer has that token (nothing changed).
+	// Stale when the key no longer has that token (nothing changed).
 	// A retry whose record was already adopted (the key's token is
 	// s.NewToken) is Recorded.
-	Settle(ctx context.Context, route, key, eid, tok, owner string, s Settlement) (queue.Settled, error)
+	Settle(ctx context.Context, route, key, eid, tok, owner string, s Settlement) (Settled, error)
 	// Dead finds a dead-lettered event by id for a replay: its key and the
 	// position of its DLQ record; next, when not empty, becomes the key's
-	// pending token (the replayed record carries it). queue.ErrNotFound
+	// pending token (the replayed record carries it). ErrNotFound
 	// when the route has no such dead-lettered event (also once purged).
 	Dead(ctx context.Context, route, eid, next string) (key, dlqPos string, err error)
 	// Replay moves a dead-lettered event back to queued once its record
 	// with tok was produced to the main topic: new token, this round's
 	// tries reset, back in the age index, out of the dead index.
-	// queue.ErrNotFound (also when a consumer adopted the record first) when the event is no longer dead-lettered at
+	// ErrNotFound (also when a consumer adopted the record first) when the event is no longer dead-lettered at
 	// dlqPos (replayed or purged meanwhile; the produced record is then
 	// a leftover).
 	Replay(ctx context.Context, route, eid, dlqPos, tok string) error
 	// Purge forgets a dead-lettered event: out of the dead index; its key
 	// stays dead_lettered for retention so that provider retries are not
-	// delivered again. queue.ErrNotFound when it is not dead-lettered.
+	// delivered again. ErrNotFound when it is not dead-lettered.
 	Purge(ctx context.Context, route, eid string, retention time.Duration) error
 	// ListDead lists up to limit (at least one) dead-lettered events
 	// after cursor ("" first); next is "" on the last page. The cursor is
 	// opaque and the order unspecified; as with SCAN, an event
 	// dead-lettered for the whole listing is listed exactly once.
-	// queue.ErrBadCursor for a cursor no listing returned.
-	ListDead(ctx context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error)
+	// ErrBadCursor for a cursor no listing returned.
+	ListDead(ctx context.Context, route, cursor string, limit int) ([]DeadEntry, string, error)
 	// Get reports a key; Delete forgets it (out of both indexes) and
 	// reports what it was.
-	Get(ctx context.Context, route, key string) (queue.KeyState, error)
-	Delete(ctx context.Context, route, key string) (queue.KeyState, error)
+	Get(ctx context.Context, route, key string) (KeyState, error)
+	Delete(ctx context.Context, route, key string) (KeyState, error)
 	// Stats is the route's depth (age index size), DLQ size (dead index
 	// size) and oldest first-seen.
-	Stats(ctx context.Context, route string) (queue.Stats, error)
+	Stats(ctx context.Context, route string) (Stats, error)
 }
 
 // Reservation is Reserve's input.
@@ -112,18 +111,18 @@ type Reservation struct {
 	// further copies does not extend it.
 	Lease time.Duration
 	// MaxDepth bounds the route's undelivered events (0: no bound);
-	// negative (queue.RefuseNew): no new key is reserved (queue.Full).
+	// negative (RefuseNew): no new key is reserved (Full).
 	MaxDepth int
 }
 
-// Reserved is Reserve's answer. State is queue.Enqueued when the key was
-// reserved by this call; queue.Pending (ID, Fingerprint, Dead) or
-// queue.Delivered (Outcome) for a known key; queue.Full; or
-// queue.InFlight (ID, Fingerprint of the reserving copy) when another
+// Reserved is Reserve's answer. State is Enqueued when the key was
+// reserved by this call; Pending (ID, Fingerprint, Dead) or
+// Delivered (Outcome) for a known key; Full; or
+// InFlight (ID, Fingerprint of the reserving copy) when another
 // copy's reservation is still being produced. Copies counts this call,
 // but Full counts nothing.
 type Reserved struct {
-	State       queue.AckState
+	State       AckState
 	ID          string
 	Fingerprint string
 	Dead        bool
@@ -140,19 +139,4 @@ type Begun struct {
 	// never settled it ("" when none): the record is read again after
 	// that owner died, stalled or lost its partition.
 	PrevOwner string
-}
-
-// Settlement is what Settle records: queue.Settlement plus, for a retry,
-// the new token its retry record carries, and for a dead letter, the
-// position of its DLQ record.
-type Settlement struct {
-	queue.Settlement
-	// NewToken (SettleRetry) becomes the key's token; the begun position
-	// and owner are cleared.
-	NewToken string
-	// DLQPos (SettleDead) locates the event's record in the DLQ topic.
-	DLQPos string
-	// Attempts (SettleDead) is the event's tries in all. The ledgers do
-	// not store it: they list the tries they counted (Begun.Total).
-	Attempts int64
 }

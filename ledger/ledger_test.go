@@ -13,7 +13,6 @@ import (
 
 	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/ledger/ledgertest"
-	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store/redistest"
 )
 
@@ -138,7 +137,7 @@ func TestLedgerRedisLayout(t *testing.T) {
 	if h := cc.HGetAll(ctx, kh).Val(); h["pos"] != "p1" || h["owner"] != "w1" || h["qa"] != "1" || h["qt"] != "1" {
 		t.Fatalf("key hash after Begin = %v", h)
 	}
-	ledgertest.MustSettle(t, l, "k", "e1", "t1", "w1", ledgertest.DeadSettlement(clock, "d1"), queue.Recorded)
+	ledgertest.MustSettle(t, l, "k", "e1", "t1", "w1", ledgertest.DeadSettlement(clock, "d1"), ledger.Recorded)
 	if got := cc.HGet(ctx, dead, "e1").Val(); got != "k" {
 		t.Fatalf("dead index e1 = %q", got)
 	}
@@ -192,7 +191,7 @@ func TestLedgerRedisDurableWrites(t *testing.T) {
 	l.Now = clock.Now
 	var mu sync.Mutex
 	var durable, batched int
-	count := func(n *int) queue.ScriptRunner {
+	count := func(n *int) ledger.ScriptRunner {
 		return func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 			mu.Lock()
 			*n++
@@ -217,16 +216,16 @@ func TestLedgerRedisDurableWrites(t *testing.T) {
 	step("Reserve, Confirm", 1, 1, func() { eid, tok = ledgertest.Enqueue(t, l, clock, "k") })
 	step("Begin", 0, 1, func() { ledgertest.MustBegin(t, l, "k", eid, tok, "p1", "w1", true) })
 	step("Intend", 0, 1, func() {
-		if got, err := l.Intend(background, ledgertest.Route, "k", eid, tok, "w1", "t2"); err != nil || got != queue.Recorded {
+		if got, err := l.Intend(background, ledgertest.Route, "k", eid, tok, "w1", "t2"); err != nil || got != ledger.Recorded {
 			t.Fatalf("Intend = %v, %v", got, err)
 		}
 	})
 	step("Settle (retry)", 1, 0, func() {
-		ledgertest.MustSettle(t, l, "k", eid, tok, "w1", ledgertest.RetrySettlement("t2"), queue.Recorded)
+		ledgertest.MustSettle(t, l, "k", eid, tok, "w1", ledgertest.RetrySettlement("t2"), ledger.Recorded)
 	})
 	step("Begin", 0, 1, func() { ledgertest.MustBegin(t, l, "k", eid, "t2", "p2", "w1", true) })
 	step("Settle (dead)", 1, 0, func() {
-		ledgertest.MustSettle(t, l, "k", eid, "t2", "w1", ledgertest.DeadSettlement(clock, "d1"), queue.Recorded)
+		ledgertest.MustSettle(t, l, "k", eid, "t2", "w1", ledgertest.DeadSettlement(clock, "d1"), ledger.Recorded)
 	})
 	step("Dead, Replay", 1, 1, func() {
 		if _, _, err := l.Dead(background, ledgertest.Route, eid, "t3"); err != nil {
@@ -238,7 +237,7 @@ func TestLedgerRedisDurableWrites(t *testing.T) {
 	})
 	step("Begin", 0, 1, func() { ledgertest.MustBegin(t, l, "k", eid, "t3", "p3", "w1", true) })
 	step("Settle (dead)", 1, 0, func() {
-		ledgertest.MustSettle(t, l, "k", eid, "t3", "w1", ledgertest.DeadSettlement(clock, "d2"), queue.Recorded)
+		ledgertest.MustSettle(t, l, "k", eid, "t3", "w1", ledgertest.DeadSettlement(clock, "d2"), ledger.Recorded)
 	})
 	step("Purge", 1, 0, func() {
 		if err := l.Purge(background, ledgertest.Route, eid, time.Hour); err != nil {
@@ -246,7 +245,7 @@ func TestLedgerRedisDurableWrites(t *testing.T) {
 		}
 	})
 	step("Get, Stats, Delete", 0, 2, func() {
-		ledgertest.WantState(t, l, "k", queue.StateDeadLettered)
+		ledgertest.WantState(t, l, "k", ledger.StateDeadLettered)
 		ledgertest.WantStats(t, l, 0, 0, time.Time{})
 		if _, err := l.Delete(background, ledgertest.Route, "k"); err != nil {
 			t.Fatal(err)
@@ -255,7 +254,7 @@ func TestLedgerRedisDurableWrites(t *testing.T) {
 }
 
 // TestLedgerRedisCorrupt: data Redis holds but the ledger cannot read is
-// queue.ErrCorrupt.
+// ledger.ErrCorrupt.
 func TestLedgerRedisCorrupt(t *testing.T) {
 	c := redisClient(t, redistest.Start(t))
 	clock := ledgertest.NewClock()
@@ -264,36 +263,36 @@ func TestLedgerRedisCorrupt(t *testing.T) {
 	// A key hash in a state no ledger writes.
 	c.HSet(ctx, ledger.KeyHash(l, ledgertest.Route, "odd"), "st", "weird", "eid", "e", "n", "1")
 	_, err := l.Get(ctx, ledgertest.Route, "odd")
-	ledgertest.WantErr(t, "Get of an odd state", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Get of an odd state", err, ledger.ErrCorrupt)
 	_, err = l.Reserve(ctx, ledgertest.Res(clock, "odd", "e2", "t2"))
-	ledgertest.WantErr(t, "Reserve of an odd state", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Reserve of an odd state", err, ledger.ErrCorrupt)
 	_, err = l.Delete(ctx, ledgertest.Route, "odd")
-	ledgertest.WantErr(t, "Delete of an odd state", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Delete of an odd state", err, ledger.ErrCorrupt)
 	// A finished key whose record is damaged.
 	c.HSet(ctx, ledger.KeyHash(l, ledgertest.Route, "bad"), "st", "done", "eid", "e", "rec", "garbage")
 	_, err = l.Get(ctx, ledgertest.Route, "bad")
-	ledgertest.WantErr(t, "Get of a damaged record", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Get of a damaged record", err, ledger.ErrCorrupt)
 	_, err = l.Reserve(ctx, ledgertest.Res(clock, "bad", "e2", "t2"))
-	ledgertest.WantErr(t, "Reserve of a damaged record", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Reserve of a damaged record", err, ledger.ErrCorrupt)
 	// Keys of the wrong type.
 	c.Set(ctx, ledger.KeyHash(l, ledgertest.Route, "str"), "x", 0)
 	_, err = l.Reserve(ctx, ledgertest.Res(clock, "str", "e2", "t2"))
-	ledgertest.WantErr(t, "Reserve of a string key", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Reserve of a string key", err, ledger.ErrCorrupt)
 	_, err = l.Get(ctx, ledgertest.Route, "str")
-	ledgertest.WantErr(t, "Get of a string key", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Get of a string key", err, ledger.ErrCorrupt)
 	c.Set(ctx, ledger.AgeSet(l, ledgertest.Route), "x", 0)
 	c.Set(ctx, ledger.DeadIndex(l, ledgertest.Route), "x", 0)
 	_, err = l.Stats(ctx, ledgertest.Route)
-	ledgertest.WantErr(t, "Stats of string indexes", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Stats of string indexes", err, ledger.ErrCorrupt)
 	_, _, err = l.ListDead(ctx, ledgertest.Route, "", 10)
-	ledgertest.WantErr(t, "ListDead of a string index", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "ListDead of a string index", err, ledger.ErrCorrupt)
 	// A count that is not a number.
 	c.HSet(ctx, ledger.KeyHash(l, ledgertest.Route, "nan"), "st", "queued", "eid", "e", "n", "many")
 	_, err = l.Reserve(ctx, ledgertest.Res(clock, "nan", "e2", "t2"))
-	ledgertest.WantErr(t, "Reserve with a bad count", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Reserve with a bad count", err, ledger.ErrCorrupt)
 }
 
-// TestLedgerRedisOddReplies: replies no script gives are queue.ErrCorrupt
+// TestLedgerRedisOddReplies: replies no script gives are ledger.ErrCorrupt
 // (or read as something harmless), never a panic.
 func TestLedgerRedisOddReplies(t *testing.T) {
 	replies := []any{nil, int64(7), int64(-1), "x", []any{}, []any{int64(1)}, []any{int64(0), "x"},
@@ -317,8 +316,8 @@ func TestLedgerRedisOddReplies(t *testing.T) {
 		})
 		check := func(op string, err error) {
 			t.Helper()
-			if err != nil && !errors.Is(err, queue.ErrCorrupt) && !errors.Is(err, queue.ErrNotFound) &&
-				!errors.Is(err, queue.ErrUnavailable) {
+			if err != nil && !errors.Is(err, ledger.ErrCorrupt) && !errors.Is(err, ledger.ErrNotFound) &&
+				!errors.Is(err, ledger.ErrUnavailable) {
 				t.Errorf("reply %d (%v): %s: unexpected error %v", i, reply, op, err)
 			}
 			if _, isErr := reply.(error); isErr && err == nil {
@@ -353,15 +352,15 @@ func TestLedgerRedisOddReplies(t *testing.T) {
 		return cmd
 	})
 	_, err := l.Settle(background, "r", "k", "e", "t", "o", ledgertest.DoneSettlement("k"))
-	ledgertest.WantErr(t, "Settle replying 7", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Settle replying 7", err, ledger.ErrCorrupt)
 	_, err = l.Reserve(background, ledgertest.Res(clock, "k", "e", "t"))
-	ledgertest.WantErr(t, "Reserve replying 7", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Reserve replying 7", err, ledger.ErrCorrupt)
 	_, err = l.Stats(background, "r")
-	ledgertest.WantErr(t, "Stats replying 7", err, queue.ErrCorrupt)
+	ledgertest.WantErr(t, "Stats replying 7", err, ledger.ErrCorrupt)
 }
 
 // TestLedgerRedisUnavailable: a Redis that does not answer is
-// queue.ErrUnavailable from every method.
+// ledger.ErrUnavailable from every method.
 func TestLedgerRedisUnavailable(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
@@ -372,7 +371,7 @@ func TestLedgerRedisUnavailable(t *testing.T) {
 	ledgertest.Kill(t, l, clock, "k", "d") // it works while Redis runs
 	srv.Stop()
 	for name, call := range allCalls(l, clock) {
-		if err := call(); !errors.Is(err, queue.ErrUnavailable) {
+		if err := call(); !errors.Is(err, ledger.ErrUnavailable) {
 			t.Errorf("%s against a stopped Redis: %v, want ErrUnavailable", name, err)
 		}
 	}
@@ -382,7 +381,7 @@ func TestLedgerRedisUnavailable(t *testing.T) {
 	t.Cleanup(srv.Resume)
 	l = ledger.NewRedis(c, "u:", 100*time.Millisecond)
 	for name, call := range allCalls(l, clock) {
-		if err := call(); !errors.Is(err, queue.ErrUnavailable) {
+		if err := call(); !errors.Is(err, ledger.ErrUnavailable) {
 			t.Errorf("%s against a paused Redis: %v, want ErrUnavailable", name, err)
 		}
 	}
@@ -421,7 +420,7 @@ func TestLedgerRedisRealExpiry(t *testing.T) {
 	ledgertest.MustReserve(t, l, r)
 	ledgertest.WaitFor(t, "the lease to end", func() bool {
 		ks, err := l.Get(background, ledgertest.Route, "k")
-		return err == nil && ks.State == queue.StateAbsent
+		return err == nil && ks.State == ledger.StateAbsent
 	})
 	ledgertest.MustConfirm(t, l, "k", "t1", false)
 }
@@ -464,13 +463,13 @@ func BenchmarkLedger(b *testing.B) {
 				eid, tok := "e"+strconv.Itoa(i), "t"+strconv.Itoa(i)
 				i++
 				got, err := l.Reserve(background, ledgertest.Res(clock, key, eid, tok))
-				if err != nil || got.State != queue.Enqueued {
+				if err != nil || got.State != ledger.Enqueued {
 					b.Fatalf("Reserve = %+v, %v", got, err)
 				}
 				if _, ok, err := l.Begin(background, ledgertest.Route, key, eid, tok, "p", "w"); !ok || err != nil {
 					b.Fatalf("Begin = %v, %v", ok, err)
 				}
-				if s, err := l.Settle(background, ledgertest.Route, key, eid, tok, "w", done); s != queue.Recorded || err != nil {
+				if s, err := l.Settle(background, ledgertest.Route, key, eid, tok, "w", done); s != ledger.Recorded || err != nil {
 					b.Fatalf("Settle = %v, %v", s, err)
 				}
 			}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -110,7 +109,7 @@ func ledgerParseCursor(cursor string) (scan, after string, err error) {
 		if len(c) > 64 {
 			c = c[:64] + "..."
 		}
-		return "", "", fmt.Errorf("%w: cursor %q", queue.ErrBadCursor, c)
+		return "", "", fmt.Errorf("%w: cursor %q", ErrBadCursor, c)
 	}
 	return scan, after, nil
 }
@@ -127,7 +126,7 @@ var errLedgerNoToken = errors.New("kafka ledger: settle: a retry needs a new tok
 
 // ledgerSettleCheck refuses a settlement no ledger could record.
 func ledgerSettleCheck(s Settlement) error {
-	if s.Kind == queue.SettleRetry && s.NewToken == "" {
+	if s.Kind == SettleRetry && s.NewToken == "" {
 		return errLedgerNoToken
 	}
 	return nil
@@ -175,27 +174,27 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 	k := r.key(res.Key, now)
 	if k == nil {
 		if res.MaxDepth < 0 || res.MaxDepth > 0 && len(r.age) >= res.MaxDepth {
-			return Reserved{State: queue.Full}, nil
+			return Reserved{State: Full}, nil
 		}
 		first := ledgerMs(res.FirstSeen)
 		r.keys[res.Key] = &memLedgerKey{st: ledgerEnqueuing, eid: res.EventID, tok: res.Token, rtok: res.Token,
 			fp: res.Fingerprint, n: 1, first: first, last: first,
 			expires: now.Add(time.Duration(ledgerTTL(res.Lease)) * time.Millisecond)}
-		return Reserved{State: queue.Enqueued, ID: res.EventID, Fingerprint: res.Fingerprint, Copies: 1}, nil
+		return Reserved{State: Enqueued, ID: res.EventID, Fingerprint: res.Fingerprint, Copies: 1}, nil
 	}
 	k.n++
 	k.last = ledgerMs(now)
 	switch k.st {
 	case ledgerEnqueuing:
-		return Reserved{State: queue.InFlight, ID: k.eid, Fingerprint: k.fp, Copies: k.n}, nil
+		return Reserved{State: InFlight, ID: k.eid, Fingerprint: k.fp, Copies: k.n}, nil
 	case ledgerDone:
 		out, err := store.DecodeOutcome(k.rec)
 		if err != nil {
-			return Reserved{}, fmt.Errorf("kafka ledger: memory reserve %q: %w: %v", res.Key, queue.ErrCorrupt, err)
+			return Reserved{}, fmt.Errorf("kafka ledger: memory reserve %q: %w: %v", res.Key, ErrCorrupt, err)
 		}
-		return Reserved{State: queue.Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: k.n}, nil
+		return Reserved{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: k.n}, nil
 	}
-	return Reserved{State: queue.Pending, ID: k.eid, Fingerprint: k.fp, Dead: k.st == ledgerDead, Copies: k.n}, nil
+	return Reserved{State: Pending, ID: k.eid, Fingerprint: k.fp, Dead: k.st == ledgerDead, Copies: k.n}, nil
 }
 
 // Confirm implements Ledger.
@@ -282,7 +281,7 @@ func (m *Memory) revive(r *memLedgerRoute, k *memLedgerKey) {
 }
 
 // Intend implements Ledger.
-func (m *Memory) Intend(_ context.Context, route, key, eid, tok, owner, next string) (queue.Settled, error) {
+func (m *Memory) Intend(_ context.Context, route, key, eid, tok, owner, next string) (Settled, error) {
 	if next == "" {
 		return 0, errors.New("kafka ledger: intend: no token")
 	}
@@ -290,22 +289,22 @@ func (m *Memory) Intend(_ context.Context, route, key, eid, tok, owner, next str
 	defer m.mu.Unlock()
 	k := m.route(route).key(key, m.now())
 	if k == nil || k.st != ledgerQueued || k.eid != eid || k.tok != tok {
-		return queue.Stale, nil
+		return Stale, nil
 	}
 	if k.owner != owner {
-		return queue.NotOwner, nil
+		return NotOwner, nil
 	}
 	k.ptok = next
-	return queue.Recorded, nil
+	return Recorded, nil
 }
 
 // Settle implements Ledger.
-func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s Settlement) (queue.Settled, error) {
+func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s Settlement) (Settled, error) {
 	if err := ledgerSettleCheck(s); err != nil {
 		return 0, err
 	}
 	var rec []byte
-	if s.Kind == queue.SettleDelivered {
+	if s.Kind == SettleDelivered {
 		var err error
 		if rec, err = store.EncodeOutcome(s.Outcome); err != nil {
 			return 0, fmt.Errorf("kafka ledger: settle: %w", err)
@@ -316,23 +315,23 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 	now := m.now()
 	r := m.route(route)
 	k := r.key(key, now)
-	if s.Kind == queue.SettleRetry && k != nil && k.st == ledgerQueued && k.eid == eid && k.tok == s.NewToken {
+	if s.Kind == SettleRetry && k != nil && k.st == ledgerQueued && k.eid == eid && k.tok == s.NewToken {
 		// Its retry record was read and adopted first.
-		return queue.Recorded, nil
+		return Recorded, nil
 	}
 	if k == nil || k.st != ledgerQueued || k.eid != eid || k.tok != tok {
-		return queue.Stale, nil
+		return Stale, nil
 	}
 	if k.owner != owner {
-		return queue.NotOwner, nil
+		return NotOwner, nil
 	}
 	k.pos, k.owner = "", ""
 	switch s.Kind {
-	case queue.SettleDelivered:
+	case SettleDelivered:
 		k.st, k.tok, k.ptok, k.rec = ledgerDone, "", "", rec
 		k.expires = now.Add(time.Duration(ledgerTTL(s.Retention)) * time.Millisecond)
 		delete(r.age, eid)
-	case queue.SettleRetry:
+	case SettleRetry:
 		k.tok, k.ptok = s.NewToken, ""
 	default:
 		k.st, k.tok, k.ptok = ledgerDead, "", ""
@@ -340,7 +339,7 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		delete(r.age, eid)
 		r.dead[eid] = key
 	}
-	return queue.Recorded, nil
+	return Recorded, nil
 }
 
 // deadKey returns eid's key record while eid is dead-lettered.
@@ -362,7 +361,7 @@ func (m *Memory) Dead(_ context.Context, route, eid, next string) (string, strin
 	defer m.mu.Unlock()
 	key, k := m.deadKey(m.route(route), eid)
 	if k == nil {
-		return "", "", queue.ErrNotFound
+		return "", "", ErrNotFound
 	}
 	if next != "" {
 		k.ptok = next
@@ -377,7 +376,7 @@ func (m *Memory) Replay(_ context.Context, route, eid, dlqPos, tok string) error
 	r := m.route(route)
 	_, k := m.deadKey(r, eid)
 	if k == nil || k.dlq != dlqPos {
-		return queue.ErrNotFound
+		return ErrNotFound
 	}
 	m.revive(r, k)
 	k.tok, k.ptok = tok, ""
@@ -391,7 +390,7 @@ func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Dura
 	r := m.route(route)
 	key, ok := r.dead[eid]
 	if !ok {
-		return queue.ErrNotFound
+		return ErrNotFound
 	}
 	delete(r.dead, eid)
 	now := m.now()
@@ -403,7 +402,7 @@ func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Dura
 
 // ListDead implements Ledger. The whole dead index is one batch (scan
 // cursor 0) listed in event id order: the cursor is "0/LAST-EID".
-func (m *Memory) ListDead(_ context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
+func (m *Memory) ListDead(_ context.Context, route, cursor string, limit int) ([]DeadEntry, string, error) {
 	limit = max(limit, 1)
 	_, after, err := ledgerParseCursor(cursor)
 	if err != nil {
@@ -419,7 +418,7 @@ func (m *Memory) ListDead(_ context.Context, route, cursor string, limit int) ([
 		}
 	}
 	sort.Strings(eids)
-	out := make([]queue.DeadEntry, 0, min(limit, len(eids)))
+	out := make([]DeadEntry, 0, min(limit, len(eids)))
 	next := ""
 	for _, eid := range eids {
 		key, k := m.deadKey(r, eid)
@@ -430,36 +429,36 @@ func (m *Memory) ListDead(_ context.Context, route, cursor string, limit int) ([
 			next = ledgerCursor("0", out[len(out)-1].ID)
 			break
 		}
-		out = append(out, queue.DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
+		out = append(out, DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
 			Error: k.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(k.died)})
 	}
 	return out, next, nil
 }
 
 // Get implements Ledger.
-func (m *Memory) Get(_ context.Context, route, key string) (queue.KeyState, error) {
+func (m *Memory) Get(_ context.Context, route, key string) (KeyState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.get(m.route(route), key)
 }
 
-func (m *Memory) get(r *memLedgerRoute, key string) (queue.KeyState, error) {
+func (m *Memory) get(r *memLedgerRoute, key string) (KeyState, error) {
 	k := r.key(key, m.now())
 	if k == nil {
-		return queue.KeyState{State: queue.StateAbsent}, nil
+		return KeyState{State: StateAbsent}, nil
 	}
-	ks := queue.KeyState{EventID: k.eid, Copies: k.n, Attempts: k.qt, FirstSeen: ledgerTime(k.first),
+	ks := KeyState{EventID: k.eid, Copies: k.n, Attempts: k.qt, FirstSeen: ledgerTime(k.first),
 		LastSeen: ledgerTime(k.last), Fingerprint: k.fp}
 	switch k.st {
 	case ledgerEnqueuing, ledgerQueued:
-		ks.State = queue.StateQueued
+		ks.State = StateQueued
 	case ledgerDead:
-		ks.State = queue.StateDeadLettered
+		ks.State = StateDeadLettered
 	default:
-		ks.State = queue.StateFinished
+		ks.State = StateFinished
 		out, err := store.DecodeOutcome(k.rec)
 		if err != nil {
-			return ks, fmt.Errorf("kafka ledger: memory get %q: %w: %v", key, queue.ErrCorrupt, err)
+			return ks, fmt.Errorf("kafka ledger: memory get %q: %w: %v", key, ErrCorrupt, err)
 		}
 		ks.Status, ks.Outcome = out.Status, out
 	}
@@ -467,7 +466,7 @@ func (m *Memory) get(r *memLedgerRoute, key string) (queue.KeyState, error) {
 }
 
 // Delete implements Ledger.
-func (m *Memory) Delete(_ context.Context, route, key string) (queue.KeyState, error) {
+func (m *Memory) Delete(_ context.Context, route, key string) (KeyState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -483,11 +482,11 @@ func (m *Memory) Delete(_ context.Context, route, key string) (queue.KeyState, e
 }
 
 // Stats implements Ledger.
-func (m *Memory) Stats(_ context.Context, route string) (queue.Stats, error) {
+func (m *Memory) Stats(_ context.Context, route string) (Stats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
-	st := queue.Stats{Depth: int64(len(r.age)), DLQ: int64(len(r.dead))}
+	st := Stats{Depth: int64(len(r.age)), DLQ: int64(len(r.dead))}
 	var oldest int64
 	found := false
 	for _, first := range r.age {

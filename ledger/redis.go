@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -45,9 +44,9 @@ type Redis struct {
 	timeout time.Duration
 	// run sends one script; by default straight to client, or through
 	// the store's batcher (UseBatcher).
-	run queue.ScriptRunner
+	run ScriptRunner
 	// durable, when set (UseDurable), sends the durableScripts; nil: run.
-	durable queue.ScriptRunner
+	durable ScriptRunner
 }
 
 var _ Ledger = (*Redis)(nil)
@@ -68,13 +67,13 @@ func NewRedis(client redis.UniversalClient, prefix string, timeout time.Duration
 // UseBatcher sends the scripts of concurrent calls through run (the
 // store's pipelining batcher) instead of one round trip each; every
 // script stays one atomic call. Call it before use.
-func (l *Redis) UseBatcher(run queue.ScriptRunner) { l.run = run }
+func (l *Redis) UseBatcher(run ScriptRunner) { l.run = run }
 
 // UseDurable sends the scripts whose writes acknowledge an event or
 // record an outcome (durableScripts: Confirm, before the 202, Settle,
 // Replay, Purge) through run instead: the store's RunDurable, which waits
 // for store.redis.wait_replicas replicas after each. Call it before use.
-func (l *Redis) UseDurable(run queue.ScriptRunner) { l.durable = run }
+func (l *Redis) UseDurable(run ScriptRunner) { l.durable = run }
 
 // durableScripts are the scripts UseDurable's runner sends.
 var durableScripts = map[*redis.Script]bool{
@@ -111,18 +110,18 @@ func (l *Redis) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, l.timeout)
 }
 
-// ledgerFail wraps a Redis error as queue.ErrUnavailable, or
-// queue.ErrCorrupt when Redis refused the data it holds (a key of the
+// ledgerFail wraps a Redis error as ErrUnavailable, or
+// ErrCorrupt when Redis refused the data it holds (a key of the
 // wrong type, a field that is not a number).
 func ledgerFail(op string, err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
 		if strings.Contains(msg, "WRONGTYPE") || strings.Contains(msg, "not an integer") || strings.Contains(msg, "not a valid float") {
-			return fmt.Errorf("kafka ledger: redis %s: %w: %v", op, queue.ErrCorrupt, err)
+			return fmt.Errorf("kafka ledger: redis %s: %w: %v", op, ErrCorrupt, err)
 		}
 	}
-	return fmt.Errorf("kafka ledger: redis %s: %w: %v", op, queue.ErrUnavailable, err)
+	return fmt.Errorf("kafka ledger: redis %s: %w: %v", op, ErrUnavailable, err)
 }
 
 func ledgerCorrupt(op string, v any) error {
@@ -130,7 +129,7 @@ func ledgerCorrupt(op string, v any) error {
 	if len(s) > 200 {
 		s = s[:200] + "..."
 	}
-	return fmt.Errorf("kafka ledger: redis %s: %w: reply %s", op, queue.ErrCorrupt, s)
+	return fmt.Errorf("kafka ledger: redis %s: %w: reply %s", op, ErrCorrupt, s)
 }
 
 // ledgerElem returns res[i] as a T, ok false when absent or of another
@@ -444,7 +443,7 @@ func (l *Redis) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 		if len(res) != 2 {
 			break
 		}
-		return Reserved{State: queue.Enqueued, ID: r.EventID, Fingerprint: r.Fingerprint, Copies: 1}, nil
+		return Reserved{State: Enqueued, ID: r.EventID, Fingerprint: r.Fingerprint, Copies: 1}, nil
 	case 1:
 		n, ok1 := ledgerElem[int64](res, 1)
 		st, ok2 := ledgerElem[string](res, 2)
@@ -453,15 +452,15 @@ func (l *Redis) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			break
 		}
-		out := Reserved{State: queue.Pending, ID: eid, Fingerprint: fp, Copies: n}
+		out := Reserved{State: Pending, ID: eid, Fingerprint: fp, Copies: n}
 		switch st {
 		case ledgerEnqueuing:
-			out.State = queue.InFlight
+			out.State = InFlight
 		case ledgerQueued:
 		case ledgerDead:
 			out.Dead = true
 		default:
-			return Reserved{}, fmt.Errorf("kafka ledger: redis reserve %q: %w: state %q", r.Key, queue.ErrCorrupt, clipLedger(st))
+			return Reserved{}, fmt.Errorf("kafka ledger: redis reserve %q: %w: state %q", r.Key, ErrCorrupt, clipLedger(st))
 		}
 		return out, nil
 	case 2:
@@ -472,14 +471,14 @@ func (l *Redis) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 		}
 		out, err := store.DecodeOutcome([]byte(rec))
 		if err != nil {
-			return Reserved{}, fmt.Errorf("kafka ledger: redis reserve %q: %w: %v", r.Key, queue.ErrCorrupt, err)
+			return Reserved{}, fmt.Errorf("kafka ledger: redis reserve %q: %w: %v", r.Key, ErrCorrupt, err)
 		}
-		return Reserved{State: queue.Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: n}, nil
+		return Reserved{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: n}, nil
 	case 3:
 		if len(res) != 1 {
 			break
 		}
-		return Reserved{State: queue.Full}, nil
+		return Reserved{State: Full}, nil
 	}
 	return Reserved{}, ledgerCorrupt("reserve", res)
 }
@@ -545,20 +544,20 @@ func (l *Redis) Begin(ctx context.Context, route, key, eid, tok, pos, owner stri
 }
 
 // Settle implements Ledger.
-func (l *Redis) Settle(ctx context.Context, route, key, eid, tok, owner string, s Settlement) (queue.Settled, error) {
+func (l *Redis) Settle(ctx context.Context, route, key, eid, tok, owner string, s Settlement) (Settled, error) {
 	if err := ledgerSettleCheck(s); err != nil {
 		return 0, err
 	}
 	args := []any{eid, tok, owner, "", key}
 	switch s.Kind {
-	case queue.SettleDelivered:
+	case SettleDelivered:
 		rec, err := store.EncodeOutcome(s.Outcome)
 		if err != nil {
 			return 0, fmt.Errorf("kafka ledger: settle: %w", err)
 		}
 		args[3] = "done"
 		args = append(args, rec, ledgerTTL(s.Retention))
-	case queue.SettleRetry:
+	case SettleRetry:
 		args[3] = "retry"
 		args = append(args, s.NewToken)
 	default:
@@ -576,20 +575,20 @@ func (l *Redis) Settle(ctx context.Context, route, key, eid, tok, owner string, 
 }
 
 // settled reads a settle or intend script's reply.
-func settled(op string, v any) (queue.Settled, error) {
+func settled(op string, v any) (Settled, error) {
 	switch v {
 	case int64(1):
-		return queue.Recorded, nil
+		return Recorded, nil
 	case int64(0):
-		return queue.NotOwner, nil
+		return NotOwner, nil
 	case int64(-1):
-		return queue.Stale, nil
+		return Stale, nil
 	}
 	return 0, ledgerCorrupt(op, v)
 }
 
 // Intend implements Ledger.
-func (l *Redis) Intend(ctx context.Context, route, key, eid, tok, owner, next string) (queue.Settled, error) {
+func (l *Redis) Intend(ctx context.Context, route, key, eid, tok, owner, next string) (Settled, error) {
 	if next == "" {
 		return 0, errors.New("kafka ledger: intend: no token")
 	}
@@ -612,7 +611,7 @@ func (l *Redis) Dead(ctx context.Context, route, eid, next string) (string, stri
 	}
 	code, ok := ledgerElem[int64](res, 0)
 	if ok && code == 0 && len(res) == 1 {
-		return "", "", queue.ErrNotFound
+		return "", "", ErrNotFound
 	}
 	key, ok1 := ledgerElem[string](res, 1)
 	pos, ok2 := ledgerElem[string](res, 2)
@@ -627,7 +626,7 @@ func (l *Redis) Replay(ctx context.Context, route, eid, dlqPos, tok string) erro
 	ok, err := l.flag(ctx, "replay", ledgerReplayScript, []string{l.deadIndex(route), l.ageSet(route)},
 		eid, dlqPos, tok, l.keyPrefix(route))
 	if err == nil && !ok {
-		err = queue.ErrNotFound
+		err = ErrNotFound
 	}
 	return err
 }
@@ -637,7 +636,7 @@ func (l *Redis) Purge(ctx context.Context, route, eid string, retention time.Dur
 	ok, err := l.flag(ctx, "purge", ledgerPurgeScript, []string{l.deadIndex(route)},
 		eid, ledgerTTL(retention), l.keyPrefix(route))
 	if err == nil && !ok {
-		err = queue.ErrNotFound
+		err = ErrNotFound
 	}
 	return err
 }
@@ -647,7 +646,7 @@ func (l *Redis) Purge(ctx context.Context, route, eid string, retention time.Dur
 // inside one HSCAN batch (each batch is listed in event id order). As
 // with HSCAN, an event dead-lettered for the whole listing is listed
 // once; one that came or went meanwhile may or may not be.
-func (l *Redis) ListDead(ctx context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
+func (l *Redis) ListDead(ctx context.Context, route, cursor string, limit int) ([]DeadEntry, string, error) {
 	limit = max(limit, 1)
 	scan, after, err := ledgerParseCursor(cursor)
 	if err != nil {
@@ -665,7 +664,7 @@ func (l *Redis) ListDead(ctx context.Context, route, cursor string, limit int) (
 	if !ok1 || !ok2 || (len(res)-2)%fields != 0 || (len(res)-2)/fields > limit {
 		return nil, "", ledgerCorrupt("list dead", res)
 	}
-	out := make([]queue.DeadEntry, 0, (len(res)-2)/fields)
+	out := make([]DeadEntry, 0, (len(res)-2)/fields)
 	for i := 2; i < len(res); i += fields {
 		var f [fields]string
 		for j := range f {
@@ -675,7 +674,7 @@ func (l *Redis) ListDead(ctx context.Context, route, cursor string, limit int) (
 			}
 			f[j] = s
 		}
-		e := queue.DeadEntry{ID: f[0], Key: f[1], Reason: f[2], Error: f[5]}
+		e := DeadEntry{ID: f[0], Key: f[1], Reason: f[2], Error: f[5]}
 		e.Status, _ = strconv.Atoi(f[3])
 		e.Attempts, _ = strconv.ParseInt(f[4], 10, 64)
 		first, _ := strconv.ParseInt(f[6], 10, 64)
@@ -693,34 +692,34 @@ func (l *Redis) ListDead(ctx context.Context, route, cursor string, limit int) (
 }
 
 // Get implements Ledger.
-func (l *Redis) Get(ctx context.Context, route, key string) (queue.KeyState, error) {
+func (l *Redis) Get(ctx context.Context, route, key string) (KeyState, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	h, err := l.client.HGetAll(ctx, l.keyHash(route, key)).Result()
 	if err != nil {
-		return queue.KeyState{}, ledgerFail("get", err)
+		return KeyState{}, ledgerFail("get", err)
 	}
 	return ledgerKeyState("get", key, h)
 }
 
 // Delete implements Ledger.
-func (l *Redis) Delete(ctx context.Context, route, key string) (queue.KeyState, error) {
+func (l *Redis) Delete(ctx context.Context, route, key string) (KeyState, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
 	res, err := l.evalSlice(ctx, "delete", ledgerDeleteScript, keys, key)
 	if err != nil {
-		return queue.KeyState{}, err
+		return KeyState{}, err
 	}
 	if len(res)%2 != 0 {
-		return queue.KeyState{}, ledgerCorrupt("delete", res)
+		return KeyState{}, ledgerCorrupt("delete", res)
 	}
 	h := make(map[string]string, len(res)/2)
 	for i := 0; i < len(res); i += 2 {
 		k, ok1 := ledgerElem[string](res, i)
 		v, ok2 := ledgerElem[string](res, i+1)
 		if !ok1 || !ok2 {
-			return queue.KeyState{}, ledgerCorrupt("delete", res)
+			return KeyState{}, ledgerCorrupt("delete", res)
 		}
 		h[k] = v
 	}
@@ -728,20 +727,20 @@ func (l *Redis) Delete(ctx context.Context, route, key string) (queue.KeyState, 
 }
 
 // ledgerKeyState reads a key hash; an empty one is absent.
-func ledgerKeyState(op, key string, h map[string]string) (queue.KeyState, error) {
-	ks := queue.KeyState{State: queue.StateAbsent}
+func ledgerKeyState(op, key string, h map[string]string) (KeyState, error) {
+	ks := KeyState{State: StateAbsent}
 	if len(h) == 0 {
 		return ks, nil
 	}
 	switch h["st"] {
 	case ledgerEnqueuing, ledgerQueued:
-		ks.State = queue.StateQueued
+		ks.State = StateQueued
 	case ledgerDead:
-		ks.State = queue.StateDeadLettered
+		ks.State = StateDeadLettered
 	case ledgerDone:
-		ks.State = queue.StateFinished
+		ks.State = StateFinished
 	default:
-		return ks, fmt.Errorf("kafka ledger: redis %s %q: %w: state %q", op, key, queue.ErrCorrupt, clipLedger(h["st"]))
+		return ks, fmt.Errorf("kafka ledger: redis %s %q: %w: state %q", op, key, ErrCorrupt, clipLedger(h["st"]))
 	}
 	ks.EventID, ks.Fingerprint = h["eid"], h["fp"]
 	ks.Copies, _ = strconv.ParseInt(h["n"], 10, 64)
@@ -749,10 +748,10 @@ func ledgerKeyState(op, key string, h map[string]string) (queue.KeyState, error)
 	first, _ := strconv.ParseInt(h["first"], 10, 64)
 	last, _ := strconv.ParseInt(h["last"], 10, 64)
 	ks.FirstSeen, ks.LastSeen = ledgerTime(first), ledgerTime(last)
-	if ks.State == queue.StateFinished {
+	if ks.State == StateFinished {
 		out, err := store.DecodeOutcome([]byte(h["rec"]))
 		if err != nil {
-			return ks, fmt.Errorf("kafka ledger: redis %s %q: %w: %v", op, key, queue.ErrCorrupt, err)
+			return ks, fmt.Errorf("kafka ledger: redis %s %q: %w: %v", op, key, ErrCorrupt, err)
 		}
 		ks.Status, ks.Outcome = out.Status, out
 	}
@@ -760,24 +759,24 @@ func ledgerKeyState(op, key string, h map[string]string) (queue.KeyState, error)
 }
 
 // Stats implements Ledger.
-func (l *Redis) Stats(ctx context.Context, route string) (queue.Stats, error) {
+func (l *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	res, err := l.evalSlice(ctx, "stats", ledgerStatsScript, []string{l.ageSet(route), l.deadIndex(route)})
 	if err != nil {
-		return queue.Stats{}, err
+		return Stats{}, err
 	}
 	depth, ok1 := ledgerElem[int64](res, 0)
 	dlq, ok2 := ledgerElem[int64](res, 1)
 	oldest, ok3 := ledgerElem[string](res, 2)
 	if !ok1 || !ok2 || !ok3 || len(res) != 3 {
-		return queue.Stats{}, ledgerCorrupt("stats", res)
+		return Stats{}, ledgerCorrupt("stats", res)
 	}
-	st := queue.Stats{Depth: depth, DLQ: dlq}
+	st := Stats{Depth: depth, DLQ: dlq}
 	if oldest != "" {
 		ms, err := strconv.ParseFloat(oldest, 64)
 		if err != nil {
-			return queue.Stats{}, ledgerCorrupt("stats", res)
+			return Stats{}, ledgerCorrupt("stats", res)
 		}
 		st.Oldest = ledgerTime(int64(ms))
 	}

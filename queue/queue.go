@@ -30,9 +30,9 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -48,27 +48,6 @@ type Entry struct {
 	Payload   []byte
 	FirstSeen time.Time
 }
-
-// AckState is what Enqueue did with an entry.
-type AckState int
-
-const (
-	// Enqueued: the event is stored and ready; answer the ack status.
-	Enqueued AckState = iota
-	// Pending: a copy of an event already queued, being delivered,
-	// retrying (Ack.Dead false) or dead-lettered (Ack.Dead true).
-	Pending
-	// Delivered: the key is finished; Ack.Outcome is the upstream's answer.
-	Delivered
-	// Full: the route holds max_depth undelivered events; nothing stored.
-	Full
-	// InFlight: another copy of the key is being stored right now (Kafka:
-	// its record is being produced), or (Redis with CheckSyncRecords) a
-	// copy from before the route became a queue route is being forwarded
-	// on the sync path; answer 409 with Retry-After, as for a copy in
-	// flight on a sync route.
-	InFlight
-)
 
 // Ack is Enqueue's answer.
 type Ack struct {
@@ -118,97 +97,53 @@ type Job struct {
 	Try, Total int64
 }
 
-// SettleKind is how a try ended.
-type SettleKind int
-
-const (
-	SettleDelivered SettleKind = iota
-	SettleRetry
-	SettleDead
+// The key record's types and errors are owned by package ledger, which
+// keeps every queued key; they are named here too so that callers of a
+// queue backend need not import both.
+type (
+	AckState   = ledger.AckState
+	Settled    = ledger.Settled
+	SettleKind = ledger.SettleKind
+	Settlement = ledger.Settlement
+	Stats      = ledger.Stats
+	DeadEntry  = ledger.DeadEntry
+	KeyState   = ledger.KeyState
+	// ScriptRunner sends one Lua script (see ledger.ScriptRunner).
+	ScriptRunner = ledger.ScriptRunner
 )
 
-// Settlement is what Settle records.
-type Settlement struct {
-	Kind SettleKind
-	// Outcome is the upstream's answer (SettleDelivered), kept for
-	// Retention and replayed to later copies.
-	Outcome   store.Outcome
-	Retention time.Duration
-	// Due is when the retry becomes ready (SettleRetry).
-	Due time.Time
-	// Reason, Status and Error describe a dead-lettered event
-	// (SettleDead): reason "exhausted" or "rejected:<status>", the last
-	// upstream status (0 when it did not answer) and the last error.
-	Reason string
-	Status int
-	Error  string
-	At     time.Time
-}
-
-// Settled is what Settle found.
-type Settled int
-
 const (
-	// Recorded: the settlement is recorded.
-	Recorded Settled = iota
-	// NotOwner: another consumer took the entry over (this one stalled or
-	// was thought dead); nothing changed, the new owner delivers it.
-	NotOwner
-	// Stale: the key moved on meanwhile (an operator reset it); the entry
-	// was dropped and nothing recorded.
-	Stale
+	Enqueued  = ledger.Enqueued
+	Pending   = ledger.Pending
+	Delivered = ledger.Delivered
+	Full      = ledger.Full
+	InFlight  = ledger.InFlight
+
+	SettleDelivered = ledger.SettleDelivered
+	SettleRetry     = ledger.SettleRetry
+	SettleDead      = ledger.SettleDead
+
+	Recorded = ledger.Recorded
+	NotOwner = ledger.NotOwner
+	Stale    = ledger.Stale
+
+	StateAbsent       = ledger.StateAbsent
+	StateQueued       = ledger.StateQueued
+	StateDeadLettered = ledger.StateDeadLettered
+	StateFinished     = ledger.StateFinished
+
+	// RefuseNew as Enqueue's maxDepth stores no new event (Full) while
+	// still answering copies of known keys: a route whose DLQ reached its
+	// bound.
+	RefuseNew = ledger.RefuseNew
 )
 
-// Stats is a route's queue as the gauges show it, over every shard.
-type Stats struct {
-	// Depth counts undelivered events: ready, being delivered and waiting
-	// to retry (the DLQ excluded).
-	Depth int64
-	// DLQ counts dead-lettered events.
-	DLQ int64
-	// DLQBytes is the size of the dead-lettered events' payloads (memory
-	// and Redis; 0 on Kafka, whose dead-lettered events live in a topic).
-	DLQBytes int64
-	// Oldest is when the oldest undelivered event was first seen; zero
-	// when Depth is 0.
-	Oldest time.Time
-}
-
-// DeadEntry is one event in a DLQ listing.
-type DeadEntry struct {
-	ID        string    `json:"id"`
-	Key       string    `json:"key"`
-	Reason    string    `json:"reason"`
-	Status    int       `json:"status"`
-	Attempts  int64     `json:"attempts"`
-	Error     string    `json:"error,omitempty"`
-	FirstSeen time.Time `json:"first_seen"`
-	DiedAt    time.Time `json:"died_at"`
-}
-
-// KeyState is a queue route's key as the admin API shows it.
-type KeyState struct {
-	// State is "absent", "queued" (ready, being delivered or waiting to
-	// retry), "dead_lettered" or "finished".
-	State       string
-	EventID     string
-	Copies      int64
-	Attempts    int64 // tries of the event so far
-	FirstSeen   time.Time
-	LastSeen    time.Time
-	Status      int // finished: the upstream's status
-	Fingerprint string
-	// Outcome is a finished key's stored answer, replayed to its copies;
-	// zero in the other states.
-	Outcome store.Outcome `json:"-"`
-}
-
-// Key states reported by KeyState.State.
-const (
-	StateAbsent       = "absent"
-	StateQueued       = "queued"
-	StateDeadLettered = "dead_lettered"
-	StateFinished     = "finished"
+var (
+	ErrNotFound    = ledger.ErrNotFound
+	ErrUnavailable = ledger.ErrUnavailable
+	ErrNotOwner    = ledger.ErrNotOwner
+	ErrCorrupt     = ledger.ErrCorrupt
+	ErrBadCursor   = ledger.ErrBadCursor
 )
 
 // Backend stores the queue. Every method is safe for concurrent use and
@@ -261,19 +196,3 @@ type Backend interface {
 	// dropped when read.
 	Delete(ctx context.Context, route, key string) (KeyState, error)
 }
-
-// RefuseNew as Enqueue's maxDepth stores no new event (Full) while still
-// answering copies of known keys: a route whose DLQ reached its bound.
-const RefuseNew = -1
-
-var (
-	// ErrNotFound: no such event in the route's DLQ.
-	ErrNotFound = errors.New("queue: no such dead-lettered event")
-	// ErrUnavailable: the backend did not answer.
-	ErrUnavailable = errors.New("queue: unavailable")
-	// ErrNotOwner: Begin found the entry taken over by another consumer
-	// (or by a later takeover); the caller must not forward it.
-	ErrNotOwner = errors.New("queue: the entry was taken over by another consumer")
-	// ErrCorrupt: stored queue data could not be read.
-	ErrCorrupt = errors.New("queue: corrupt data")
-)

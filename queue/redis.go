@@ -83,10 +83,6 @@ func NewRedis(client redis.UniversalClient, prefix string, timeout time.Duration
 	return r
 }
 
-// ScriptRunner runs one Lua script (EVALSHA, loading it when Redis does
-// not know it).
-type ScriptRunner func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
-
 // UseBatcher sends the scripts of concurrent deliveries through run (the
 // store's pipelining batcher) instead of one round trip each; every
 // script stays one atomic call. Call it before use.
@@ -977,9 +973,6 @@ func (r *Redis) ListDLQ(ctx context.Context, route, cursor string, limit int) ([
 	}
 	return out, next, nil
 }
-
-// ErrBadCursor: a DLQ listing cursor this queue never returned.
-var ErrBadCursor = errors.New("queue: bad cursor")
 
 func millis(s string) time.Time {
 	v, err := strconv.ParseInt(s, 10, 64)

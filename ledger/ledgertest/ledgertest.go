@@ -224,19 +224,19 @@ func Enqueue(t *testing.T, l ledger.Ledger, clock *Clock, key string) (eid, tok 
 
 // DeadSettlement dead-letters a try (rejected:400) at DLQ position pos.
 func DeadSettlement(clock *Clock, pos string) ledger.Settlement {
-	return ledger.Settlement{Settlement: queue.Settlement{Kind: queue.SettleDead, Reason: "rejected:400", Status: 400,
-		Error: "bad request", At: clock.Now()}, DLQPos: pos}
+	return ledger.Settlement{Kind: queue.SettleDead, Reason: "rejected:400", Status: 400,
+		Error: "bad request", At: clock.Now(), DLQPos: pos}
 }
 
 // DoneSettlement delivers a try with a 201 kept for Retain.
 func DoneSettlement(key string) ledger.Settlement {
-	return ledger.Settlement{Settlement: queue.Settlement{Kind: queue.SettleDelivered, Retention: Retain,
-		Outcome: store.Outcome{Status: 201, ContentType: "text/plain", Body: []byte("ok " + key), Fingerprint: "fp-" + key}}}
+	return ledger.Settlement{Kind: queue.SettleDelivered, Retention: Retain,
+		Outcome: store.Outcome{Status: 201, ContentType: "text/plain", Body: []byte("ok " + key), Fingerprint: "fp-" + key}}
 }
 
 // RetrySettlement retries a try under the new token tok.
 func RetrySettlement(tok string) ledger.Settlement {
-	return ledger.Settlement{Settlement: queue.Settlement{Kind: queue.SettleRetry}, NewToken: tok}
+	return ledger.Settlement{Kind: queue.SettleRetry, NewToken: tok}
 }
 
 // Kill enqueues key, begins it once and dead-letters it at DLQ

@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 )
 
@@ -193,7 +192,7 @@ func (c *consumer) begin(ctx context.Context, l queue.Lease) (queue.Job, bool, e
 func (c *consumer) settle(ctx context.Context, consumer string, j queue.Job, s queue.Settlement) (queue.Settled, error) {
 	b := c.r.b
 	owner := ownerOf(consumer, j.Entry)
-	ks := ledger.Settlement{Settlement: s}
+	ks := s
 	switch s.Kind {
 	case queue.SettleRetry:
 		// The retry record's token is pending in the ledger before the

@@ -1,0 +1,163 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/clawgate/clawgate/store"
+)
+
+// The key record's vocabulary, shared by every queue transport (package
+// queue names each of these too).
+
+// AckState is what Enqueue did with an entry.
+type AckState int
+
+const (
+	// Enqueued: the event is stored and ready; answer the ack status.
+	Enqueued AckState = iota
+	// Pending: a copy of an event already queued, being delivered,
+	// retrying (Ack.Dead false) or dead-lettered (Ack.Dead true).
+	Pending
+	// Delivered: the key is finished; Ack.Outcome is the upstream's answer.
+	Delivered
+	// Full: the route holds max_depth undelivered events; nothing stored.
+	Full
+	// InFlight: another copy of the key is being stored right now (Kafka:
+	// its record is being produced), or (Redis with CheckSyncRecords) a
+	// copy from before the route became a queue route is being forwarded
+	// on the sync path; answer 409 with Retry-After, as for a copy in
+	// flight on a sync route.
+	InFlight
+)
+
+// SettleKind is how a try ended.
+type SettleKind int
+
+const (
+	SettleDelivered SettleKind = iota
+	SettleRetry
+	SettleDead
+)
+
+// Settlement is what Settle records.
+type Settlement struct {
+	Kind SettleKind
+	// Outcome is the upstream's answer (SettleDelivered), kept for
+	// Retention and replayed to later copies.
+	Outcome   store.Outcome
+	Retention time.Duration
+	// Due is when the retry becomes ready (SettleRetry).
+	Due time.Time
+	// Reason, Status and Error describe a dead-lettered event
+	// (SettleDead): reason "exhausted" or "rejected:<status>", the last
+	// upstream status (0 when it did not answer) and the last error.
+	Reason string
+	Status int
+	Error  string
+	At     time.Time
+
+	// NewToken (SettleRetry, Ledger only) becomes the key's token; the
+	// begun position and owner are cleared. The queue backends that keep
+	// the retry beside the key mint it themselves.
+	NewToken string
+	// DLQPos (SettleDead, Ledger only) locates the event's record in the
+	// DLQ topic.
+	DLQPos string
+	// Attempts (SettleDead, Ledger only) is the event's tries in all. The
+	// ledgers do not store it: they list the tries they counted
+	// (Begun.Total).
+	Attempts int64
+}
+
+// Settled is what Settle found.
+type Settled int
+
+const (
+	// Recorded: the settlement is recorded.
+	Recorded Settled = iota
+	// NotOwner: another consumer took the entry over (this one stalled or
+	// was thought dead); nothing changed, the new owner delivers it.
+	NotOwner
+	// Stale: the key moved on meanwhile (an operator reset it); the entry
+	// was dropped and nothing recorded.
+	Stale
+)
+
+// Stats is a route's queue as the gauges show it, over every shard.
+type Stats struct {
+	// Depth counts undelivered events: ready, being delivered and waiting
+	// to retry (the DLQ excluded).
+	Depth int64
+	// DLQ counts dead-lettered events.
+	DLQ int64
+	// DLQBytes is the size of the dead-lettered events' payloads (memory
+	// and Redis; 0 on Kafka, whose dead-lettered events live in a topic).
+	DLQBytes int64
+	// Oldest is when the oldest undelivered event was first seen; zero
+	// when Depth is 0.
+	Oldest time.Time
+}
+
+// DeadEntry is one event in a DLQ listing.
+type DeadEntry struct {
+	ID        string    `json:"id"`
+	Key       string    `json:"key"`
+	Reason    string    `json:"reason"`
+	Status    int       `json:"status"`
+	Attempts  int64     `json:"attempts"`
+	Error     string    `json:"error,omitempty"`
+	FirstSeen time.Time `json:"first_seen"`
+	DiedAt    time.Time `json:"died_at"`
+}
+
+// KeyState is a queue route's key as the admin API shows it.
+type KeyState struct {
+	// State is "absent", "queued" (ready, being delivered or waiting to
+	// retry), "dead_lettered" or "finished".
+	State       string
+	EventID     string
+	Copies      int64
+	Attempts    int64 // tries of the event so far
+	FirstSeen   time.Time
+	LastSeen    time.Time
+	Status      int // finished: the upstream's status
+	Fingerprint string
+	// Outcome is a finished key's stored answer, replayed to its copies;
+	// zero in the other states.
+	Outcome store.Outcome `json:"-"`
+}
+
+// Key states reported by KeyState.State.
+const (
+	StateAbsent       = "absent"
+	StateQueued       = "queued"
+	StateDeadLettered = "dead_lettered"
+	StateFinished     = "finished"
+)
+
+// RefuseNew as Enqueue's maxDepth stores no new event (Full) while still
+// answering copies of known keys: a route whose DLQ reached its bound.
+const RefuseNew = -1
+
+var (
+	// ErrNotFound: no such event in the route's DLQ.
+	ErrNotFound = errors.New("queue: no such dead-lettered event")
+	// ErrUnavailable: the backend did not answer.
+	ErrUnavailable = errors.New("queue: unavailable")
+	// ErrNotOwner: Begin found the entry taken over by another consumer
+	// (or by a later takeover); the caller must not forward it.
+	ErrNotOwner = errors.New("queue: the entry was taken over by another consumer")
+	// ErrCorrupt: stored queue data could not be read.
+	ErrCorrupt = errors.New("queue: corrupt data")
+)
+
+// ErrBadCursor: a DLQ listing cursor this queue never returned.
+var ErrBadCursor = errors.New("queue: bad cursor")
+
+// ScriptRunner runs one Lua script (EVALSHA, loading it when Redis does
+// not know it).
+type ScriptRunner func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
