@@ -73,6 +73,10 @@ type Options struct {
 	// brokers do not answer, queue routes cannot take events and the
 	// instance is not ready.
 	QueueBackend Pinger
+	// Controls serves /admin/routes: pause and resume of queue routes, and
+	// the breaker state in the listing. Nil: the listing shows neither and
+	// pause answers 400.
+	Controls Controls
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on /admin/.
 	Token  string
 	Logger *slog.Logger
@@ -133,6 +137,7 @@ func Handler(o Options) http.Handler {
 	mux.Handle("DELETE /admin/keys/{route}/{key...}", a.auth(a.deleteKey))
 	mux.Handle("POST /admin/reload", a.auth(a.reload))
 	a.dlqRoutes(mux)
+	a.routeHandlers(mux)
 	// Go's profiler, behind the same token as the key API.
 	mux.Handle("GET /debug/pprof/", a.auth(pprof.Index))
 	mux.Handle("GET /debug/pprof/profile", a.auth(pprof.Profile))

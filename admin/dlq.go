@@ -34,6 +34,8 @@ type Queue interface {
 	Replaying(route string) (queue.ReplayStatus, bool)
 	// CancelReplay stops the route's replay-all and reports how it ended.
 	CancelReplay(route string) (queue.ReplayStatus, bool)
+	// Stats measures a queue route: depth and DLQ size.
+	Stats(ctx context.Context, route string) (queue.Stats, error)
 }
 
 var _ Queue = (*queue.Manager)(nil)

@@ -465,9 +465,20 @@ type Route struct {
 	// RateLimit bounds the route's deliveries per second from each
 	// client; past it they get 429 with Retry-After. Default: no limit.
 	RateLimit RateLimit `yaml:"rate_limit"`
+	// Pace bounds the tries of a queue route's events that reach the
+	// upstream, over every instance together: "N/s", "N/m", "N/h" or
+	// "N/DURATION" (such as 50/s or 5/10s), evenly spaced. Events wait in
+	// the queue; the acknowledgement is not slowed. Empty (the default):
+	// no bound. Only for delivery: queue.
+	Pace string `yaml:"pace"`
+	// Breaker stops trying an upstream that keeps failing (see Breaker).
+	// Empty (the default): no breaker.
+	Breaker Breaker `yaml:"breaker"`
 
 	// Line is the route's line in the file.
 	Line int `yaml:"-"`
+	// PaceLimit is Pace parsed; zero when Pace is empty.
+	PaceLimit PaceLimit `yaml:"-"`
 	// UpstreamURL is Upstream parsed.
 	UpstreamURL *url.URL `yaml:"-"`
 	// Key is Idempotency.Key compiled.

@@ -424,6 +424,7 @@ func (b *builder) checkRoutes() {
 		b.expandProvider(i) // provider.go: the route's provider fills in verify and idempotency
 		b.checkRouteSettings(i)
 		b.checkEdge(i)
+		b.checkProtect(i)
 		b.compileRoute(i)
 	}
 }

@@ -254,6 +254,13 @@ func (g *Gate) Report(ctx context.Context, route string, b Breaker, ok, probe bo
 	return err
 }
 
+// Open reports whether route's breaker is open or half open (no try but
+// an admitted probe may go), from the cached record.
+func (g *Gate) Open(ctx context.Context, route string) (bool, error) {
+	rec, err := g.record(ctx, route)
+	return rec.OpenUntil != 0, err
+}
+
 // Abandon gives up a probe that was admitted but not tried (nothing to
 // deliver): another try may probe at once.
 func (g *Gate) Abandon(ctx context.Context, route string) error {

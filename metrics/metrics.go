@@ -71,6 +71,9 @@ type Metrics struct {
 	DLQPurges     *prometheus.CounterVec   // webhook_dlq_purges_total{route}
 	KafkaLag      *prometheus.GaugeVec     // kafka_consumer_lag{route} (queue.backend kafka)
 	queueRoutes   sync.Map                 // route -> struct{}: its queue series exist
+
+	// Route controls (control.go): pause, breaker, pace.
+	controls
 }
 
 // Outcome label values of webhook_processing_duration_seconds and of the
@@ -224,6 +227,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.InFlight)
 	// Delivery queue (delivery queue owner's block).
 	m.newQueue(reg)
+	m.newControls(reg)
 	return m
 }
 

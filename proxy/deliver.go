@@ -69,7 +69,10 @@ type delivery struct {
 	// when the upstream did not answer.
 	forwarded      bool
 	upstreamStatus int
-	upstreamTime   time.Duration
+	// admitted: the route's breaker let the delivery through (breaker.go);
+	// probe: as its probe.
+	admitted, probe bool
+	upstreamTime    time.Duration
 
 	// span is the delivery's server span and sctx the context holding it,
 	// the parent of the steps' spans; both nil when tracing is off.
@@ -105,6 +108,16 @@ func (g *Gateway) serve(d *delivery) {
 		d.out.header, d.out.body = errorAnswer(d.out.header, d.se, name, d.reqID)
 	}
 	d.bytesOut = int64(len(d.out.body))
+}
+
+// forwardGated forwards a delivery that holds no key, through the
+// route's breaker.
+func (g *Gateway) forwardGated(d *delivery, k *dedupe.Key) error {
+	if err := g.admitTry(d); err != nil {
+		return err
+	}
+	defer g.abandonTry(d)
+	return g.forward(d, k)
 }
 
 // end finishes a delivery once its answer is written (or dropped): it
@@ -185,7 +198,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 		return err
 	}
 	if rt.Dedupe.Mode == config.ModeOff {
-		return g.forward(d, nil)
+		return g.forwardGated(d, nil)
 	}
 
 	// 4. Key and fingerprint.
@@ -193,7 +206,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	switch {
 	case errors.Is(err, idkey.ErrNoKey) && !rt.Idempotency.Required:
 		d.outcome = metrics.OutcomeUnkeyed
-		return g.forward(d, nil)
+		return g.forwardGated(d, nil)
 	case errors.Is(err, idkey.ErrNoKey):
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "missing idempotency key", err)
 	case err != nil:
@@ -219,6 +232,13 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	}
 	d.k = k
 	defer k.Done()
+	// The breaker, before the key is claimed: while it is open the
+	// provider is told to come back, and the key stays free.
+	if err := g.admitTry(d); err != nil {
+		endClaim(csp, adm)
+		return err
+	}
+	defer g.abandonTry(d)
 
 	// 6. Claim the key in the store, one atomic step.
 	ctx := d.in.context()
@@ -301,7 +321,7 @@ func (g *Gateway) finishedDuplicate(d *delivery, layer string, out *store.Outcom
 	d.rt.m.Duplicate(layer, outcome)
 	switch {
 	case d.rt.Dedupe.Mode == config.ModeShadow:
-		return g.forward(d, nil)
+		return g.forwardGated(d, nil)
 	case same:
 		return g.replay(d, out)
 	}
@@ -313,7 +333,7 @@ func (g *Gateway) finishedDuplicate(d *delivery, layer string, out *store.Outcom
 func (g *Gateway) inFlightDuplicate(d *delivery, layer string, retry time.Duration) error {
 	d.rt.m.Duplicate(layer, metrics.OutcomeInFlight)
 	if d.rt.Dedupe.Mode == config.ModeShadow {
-		return g.forward(d, nil)
+		return g.forwardGated(d, nil)
 	}
 	se := fail(http.StatusConflict, metrics.OutcomeInFlight, "a delivery with this idempotency key is in progress", nil)
 	se.retryAfter = max(1, int(math.Ceil(retry.Seconds())))

@@ -35,6 +35,7 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	// Settling the key must survive the caller hanging up.
 	ctx := context.WithoutCancel(rctx)
 	if err != nil {
+		g.reportTry(d, 0)
 		endForward(fsp, d, req, 0, err)
 		if k != nil {
 			reason := releaseReason(err)
@@ -47,6 +48,7 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	d.out.up = ans // released at the delivery's end, after the answer is written
 	status := ans.StatusCode()
 	d.upstreamStatus = status
+	g.reportTry(d, status)
 	endForward(fsp, d, req, status, nil)
 	if k != nil {
 		_, ssp := g.step(d, d.sctx, spanSettle, trace.SpanKindInternal)

@@ -62,6 +62,9 @@ type Options struct {
 	// from sync into queue, the gateway reads the store's record before
 	// each enqueue, for the old route's retention after the switch.
 	QueueReadsSyncRecords bool
+	// Breaker holds the sync routes' circuit breakers (control.Gate). Nil:
+	// a route's breaker setting is ignored.
+	Breaker Breaker
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's zero value.
@@ -77,6 +80,7 @@ type Gateway struct {
 	now     func() time.Time
 	tracer  trace.Tracer // nil: tracing off
 	queue   Queue        // nil: no queue routes
+	breaker Breaker      // nil: no breakers
 	store   store.Store
 	// readsSync and fromSync: see Options.QueueReadsSyncRecords.
 	readsSync bool
@@ -101,6 +105,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 		now:          o.Now,
 		tracer:       o.Tracer,
 		queue:        o.Queue,
+		breaker:      o.Breaker,
 		store:        o.Store,
 		readsSync:    o.QueueReadsSyncRecords,
 		fromQueue:    switched{toSync: true},

@@ -134,7 +134,7 @@ func (g *Gateway) signatureReplayed(d *delivery) error {
 	}
 	d.rt.m.Duplicate("store", metrics.OutcomeConflict)
 	if d.rt.Dedupe.Mode == config.ModeShadow {
-		return g.forward(d, nil)
+		return g.forwardGated(d, nil)
 	}
 	return errSignatureReplayed
 }

@@ -225,3 +225,11 @@ func (m *Manager) CancelReplay(route string) (ReplayStatus, bool) {
 	st, _ := m.Replaying(route)
 	return st, true
 }
+
+// Stats measures route's queue: depth, DLQ size, oldest event.
+func (m *Manager) Stats(ctx context.Context, route string) (Stats, error) {
+	if m.route(route) == nil {
+		return Stats{}, fmt.Errorf("%w: %q", ErrNoRoute, route)
+	}
+	return m.o.Backend.Stats(ctx, route)
+}

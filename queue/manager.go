@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clawgate/clawgate/control"
 	"github.com/clawgate/clawgate/metrics"
 )
 
@@ -57,6 +58,10 @@ type Route struct {
 	LockTTL time.Duration
 	// Shards splits the route's queue over Redis Cluster slots.
 	Shards int
+	// Pace bounds the route's tries over every instance; Breaker stops
+	// them while the upstream keeps failing (zero: neither).
+	Pace    control.Pace
+	Breaker control.Breaker
 }
 
 // Options configure a Manager.
@@ -64,6 +69,9 @@ type Options struct {
 	Backend Backend
 	Sender  Sender
 	Metrics Recorder
+	// Controls, if set, pauses routes, holds their tries while their
+	// breaker is open, and paces them; nil: none of these.
+	Controls Controls
 	Log     *slog.Logger
 	// OnDead is called for every event dead-lettered (alerting); may be
 	// nil.
@@ -350,10 +358,31 @@ func (rn *runner) readLoop(shard int) {
 			}
 			break
 		}
+		allowed, probe, wait, cerr := rn.admit(n)
+		if cerr != nil {
+			rn.backendError("control", cerr)
+		}
+		for range n - allowed {
+			<-rn.slots
+		}
+		if allowed == 0 {
+			sleep(rn.read, wait)
+			continue
+		}
+		n = allowed
 		leases, err := rn.m.o.Backend.Read(rn.read, rn.cfg.Name, shard, rn.m.o.Consumer, n, rn.m.o.Block)
 		rn.backendError("read", err)
+		if len(leases) > 0 && rn.pausedNow() {
+			// Paused while the read waited: the entries go back, for
+			// whoever runs the route once it is resumed.
+			rn.handBack(leases)
+			leases = nil
+		}
+		if probe && len(leases) == 0 {
+			rn.abandon()
+		}
 		for _, l := range leases {
-			rn.launch(l)
+			rn.launch(l, probe)
 		}
 		for range n - len(leases) {
 			<-rn.slots
@@ -376,14 +405,15 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// launch runs one try of l on a worker slot already taken.
-func (rn *runner) launch(l Lease) {
+// launch runs one try of l on a worker slot already taken; probe: it is
+// the breaker's probe.
+func (rn *runner) launch(l Lease, probe bool) {
 	rn.mu.Lock()
 	rn.held[l.Entry] = l
 	rn.mu.Unlock()
 	rn.tries.Go(func() {
 		defer func() { <-rn.slots }()
-		rn.try(l)
+		rn.try(l, probe)
 	})
 }
 
@@ -394,6 +424,11 @@ func (rn *runner) promote(shard int) {
 
 // reclaim takes over the entries another instance has held for lock_ttl.
 func (rn *runner) reclaim(shard int) {
+	if rn.blocked() {
+		// Paused, or the breaker open: the entries stay where they are
+		// until the route runs again.
+		return
+	}
 	leases, err := rn.m.o.Backend.Reclaim(rn.read, rn.cfg.Name, shard, rn.m.o.Consumer, rn.cfg.LockTTL)
 	rn.backendError("reclaim", err)
 	if len(leases) == 0 {
@@ -402,9 +437,15 @@ func (rn *runner) reclaim(shard int) {
 	rn.m.o.Metrics.QueueReclaimed(rn.cfg.Name, len(leases))
 	rn.m.log.Warn("queue: took over entries held too long by a dead or stalled instance", "route", rn.cfg.Name, "entries", len(leases))
 	for i, l := range leases {
+		if !rn.pace() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = rn.m.o.Backend.HandBack(ctx, rn.m.o.Consumer, leases[i:], rn.cfg.LockTTL)
+			cancel()
+			return
+		}
 		select {
 		case rn.slots <- struct{}{}:
-			rn.launch(l)
+			rn.launch(l, false)
 		case <-rn.read.Done():
 			// Not started: give them back for whoever runs next.
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -456,8 +497,17 @@ func (rn *runner) stats() {
 	}
 }
 
-// try forwards one entry and records how it ended.
-func (rn *runner) try(l Lease) {
+// try forwards one entry and records how it ended (for the breaker too).
+func (rn *runner) try(l Lease, probe bool) {
+	if probe {
+		// A probe that ends without an answer to report (a leftover, an
+		// entry taken over, a shutdown) is given back for the next try.
+		defer func() {
+			if probe {
+				rn.abandon()
+			}
+		}()
+	}
 	b := rn.m.o.Backend
 	name := rn.cfg.Name
 	start := time.Now()
@@ -485,6 +535,8 @@ func (rn *runner) try(l Lease) {
 		// in anyway is recorded below, so it is not delivered again.
 		return
 	}
+	rn.report(res, probe)
+	probe = false
 	now := time.Now()
 	s := rn.cfg.Retry.decide(j, res, now, rn.m.o.Jitter())
 	if s.Kind == SettleDelivered {

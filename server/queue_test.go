@@ -200,6 +200,7 @@ type qConf struct {
 	workers    int
 	retry      string
 	extra      string // more top-level YAML
+	route      string // more of the route's YAML, one "key: value" a line
 }
 
 // qBackend is a queue backend shared by instances that the scenarios
@@ -295,6 +296,9 @@ func (c qConf) yaml() string {
     idempotency: { key: ["json:id"] }
     verify: { scheme: none }
 `, c.upstream, c.timeout, c.workers, c.retry)
+	for line := range strings.Lines(c.route) {
+		b.WriteString("    " + strings.TrimSpace(line) + "\n")
+	}
 	return b.String()
 }
 
@@ -309,13 +313,22 @@ type qInstance struct {
 
 func startQueue(t *testing.T, c qConf, env map[string]string) *qInstance {
 	t.Helper()
-	// On the front door the test runs on (doorYAML).
-	cfg, err := config.Parse([]byte(doorYAML(t, c.yaml())), "gateway.yaml", t.TempDir(), func(k string) string { return env[k] })
+	return startQueueYAML(t, c.yaml(), env)
+}
+
+// startQueueYAML starts an instance on the config y (on the front door
+// the test runs on).
+func startQueueYAML(t *testing.T, y string, env map[string]string) *qInstance {
+	t.Helper()
+	cfg, err := config.Parse([]byte(doorYAML(t, y)), "gateway.yaml", t.TempDir(), func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := &qInstance{t: t, reg: prometheus.NewRegistry(), log: &logBuffer{}}
-	in.Server, err = Start(cfg, Options{Logger: slog.New(slog.NewJSONHandler(in.log, nil)), Registry: in.reg, Version: "queue-test"})
+	// Every step reads the routes' shared control state afresh, so that a
+	// pause or a breaker change on one instance holds on the others at
+	// once.
+	in.Server, err = Start(cfg, Options{Logger: slog.New(slog.NewJSONHandler(in.log, nil)), Registry: in.reg, Version: "queue-test", ControlFresh: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/control"
 	"github.com/clawgate/clawgate/idkey"
 	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
@@ -92,6 +93,10 @@ type Options struct {
 	// Listen, when set, replaces the config's listen address, at start and
 	// at every reload (serve -listen). Empty: the config's.
 	Listen string
+	// ControlFresh is how long this instance trusts the routes' shared
+	// control state (pause, breaker) it read before reading it again. 0:
+	// control.DefaultFresh.
+	ControlFresh time.Duration
 }
 
 // resetBus is a store that carries an operator's key reset to every
@@ -182,16 +187,19 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	opened.push(func() { closeBackend(qb) })
+	// Pause, breaker and pace: shared by every instance on Redis.
+	ctl := openControls(raw, m, log)
+	ctl.Fresh = o.ControlFresh
 	qm := queue.New(queue.Options{
 		Backend: qb, Metrics: m, Log: log, ReplayRate: cfg.Queue.ReplayRate,
-		OnDead: al.DeadLettered, OnDrained: al.DLQDrained,
+		OnDead: al.DeadLettered, OnDrained: al.DLQDrained, Controls: ctl,
 	})
 	readsSync := false
 	if r, ok := qb.(interface{ ChecksSyncRecords() bool }); ok {
 		readsSync = r.ChecksSyncRecords()
 	}
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm,
-		QueueReadsSyncRecords: readsSync})
+		QueueReadsSyncRecords: readsSync, Breaker: ctl})
 	opened.push(func() { qm.Close(0) })
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
@@ -213,6 +221,7 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	if schemaPending {
 		go in.awaitSchema(bg, raw.(schemaChecker))
 	}
+	go watchControls(bg, ctl, m, func() []config.Route { return gw.Config().Routes })
 	var tlsConfig *tls.Config
 	if cert != nil {
 		// The certificate is read at each handshake, so that Reload can
@@ -238,7 +247,7 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		in.adminAddr = aln.Addr()
 		in.admin = &http.Server{
 			Handler: admin.Handler(admin.Options{
-				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log, Queue: qm,
+				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log, Queue: qm, Controls: ctl,
 				QueueBackend: pinger(qb),
 				Reloader:     configReloader{in},
 			}),
@@ -556,7 +565,9 @@ func queueRoutes(cfg *config.Config) []queue.Route {
 			Name: r.Name, Workers: r.Workers, MaxDepth: cfg.Queue.MaxDepth, Retention: r.Retention,
 			MaxDLQ: cfg.Queue.MaxDLQ, MaxDLQBytes: int64(cfg.Queue.MaxDLQBytes),
 			LockTTL: cfg.Dedupe.LockTTL, Shards: cfg.Queue.Shards,
-			Retry: queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max},
+			Retry:   queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max},
+			Pace:    control.Pace{Rate: r.PaceLimit.Rate, Per: r.PaceLimit.Per},
+			Breaker: control.Breaker{Failures: r.Breaker.Failures, Cooldown: r.Breaker.Cooldown},
 		})
 	}
 	return out

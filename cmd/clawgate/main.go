@@ -2,7 +2,7 @@
 // delivery's signature, forwards exactly one copy of each event to the
 // service behind it, and answers retries and duplicates itself.
 //
-// Usage: clawgate [serve|check|demo|simulate|keys|dlq|echo|health|reload|schema|completion|man|version] [flags]
+// Usage: clawgate [serve|check|demo|simulate|keys|dlq|routes|echo|health|reload|schema|completion|man|version] [flags]
 package main
 
 import (
@@ -57,6 +57,11 @@ var commands = []command{
 			"DLQ at queue.replay_rate events per second and follows it (Ctrl-C cancels\n" +
 			"it; what was replayed stays replayed). purge ROUTE ID drops one event; its\n" +
 			"key stays dead-lettered. The admin token is read from $CLAWGATE_ADMIN_TOKEN."},
+	{"routes", "list|pause|resume [flags] [ROUTE]", "list the routes, or pause or resume a delivery: queue route",
+		"list (the default) prints every route with its delivery mode, queue depth,\n" +
+			"DLQ size, paused flag and breaker state. pause ROUTE stops a queue route's\n" +
+			"deliveries on every instance (it keeps acknowledging), until resume ROUTE;\n" +
+			"a pause outlasts restarts. The admin token is read from $CLAWGATE_ADMIN_TOKEN."},
 	{"echo", "[flags]", "run a tiny upstream that logs and counts what it receives",
 		"Answer every request 200 with a small JSON body, and log each one with its\n" +
 			"idempotency key, attempt and request id."},
@@ -135,6 +140,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdKeys(args, stdout, stderr)
 	case "dlq":
 		return cmdDLQ(args, stdout, stderr)
+	case "routes":
+		return cmdRoutes(args, stdout, stderr)
 	case "echo":
 		return cmdEcho(args, stdout, stderr)
 	case "health":
