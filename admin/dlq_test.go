@@ -476,9 +476,9 @@ func (downQueue) IsRoute(string) bool { return true }
 func (downQueue) ListDLQ(context.Context, string, string, int) ([]queue.DeadEntry, string, error) {
 	return nil, "", errDown
 }
-func (downQueue) Replay(context.Context, string, string) error { return errDown }
+func (downQueue) Replay(context.Context, string, string) error       { return errDown }
 func (downQueue) Stats(context.Context, string) (queue.Stats, error) { return queue.Stats{}, errDown }
-func (downQueue) Purge(context.Context, string, string) error  { return errDown }
+func (downQueue) Purge(context.Context, string, string) error        { return errDown }
 func (downQueue) Get(context.Context, string, string) (queue.KeyState, error) {
 	return queue.KeyState{}, errDown
 }

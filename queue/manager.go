@@ -72,7 +72,7 @@ type Options struct {
 	// Controls, if set, pauses routes, holds their tries while their
 	// breaker is open, and paces them; nil: none of these.
 	Controls Controls
-	Log     *slog.Logger
+	Log      *slog.Logger
 	// OnDead is called for every event dead-lettered (alerting); may be
 	// nil.
 	OnDead func(route, key, id, reason string)
