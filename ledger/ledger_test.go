@@ -440,6 +440,20 @@ func TestLedgerMemorySweep(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d keys kept, want 1", n)
 	}
+
+	// Stats, which the queue's gauges ask for on an idle gateway too,
+	// sweeps as well, and the finished keys forgotten leave the budget.
+	finish(t, m, clock, "done", []byte("ok"))
+	if m.Bytes() == 0 {
+		t.Fatal("a finished key not counted")
+	}
+	clock.Add(ledgertest.Retain + ledger.SweepEvery)
+	if _, err := m.Stats(background, "other-route"); err != nil {
+		t.Fatal(err)
+	}
+	if n, b := ledger.MemoryKeys(m, ledgertest.Route), m.Bytes(); n != 0 || b != 0 {
+		t.Fatalf("%d keys and %d bytes kept after a sweep, want none", n, b)
+	}
 }
 
 func BenchmarkLedger(b *testing.B) {
