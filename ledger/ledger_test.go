@@ -583,3 +583,27 @@ func TestLedgerMemoryFinishedKeysBoundedByMaxBytes(t *testing.T) {
 		t.Fatalf("%d bytes counted after the last key's retention ran out", b)
 	}
 }
+
+// TestLedgerMemoryDeadEntries: a transport that keeps its DLQ's order
+// gets the dead-lettered events described in that order, with what
+// ListDead says of them, and nothing of an event not dead-lettered.
+func TestLedgerMemoryDeadEntries(t *testing.T) {
+	clock := ledgertest.NewClock()
+	m := ledger.NewMemory(clock.Now)
+	a := ledgertest.Kill(t, m, clock, "a", "1")
+	b := ledgertest.Kill(t, m, clock, "b", "2")
+	queued, _ := ledgertest.Enqueue(t, m, clock, "q")
+	listed, _, err := m.ListDead(background, ledgertest.Route, "", 10)
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("ListDead = %+v, %v", listed, err)
+	}
+	got := m.DeadEntries(ledgertest.Route, []string{b, queued, "nonsense", a})
+	if len(got) != 2 || got[0].ID != b || got[1].ID != a {
+		t.Fatalf("DeadEntries = %+v, want b then a", got)
+	}
+	for _, d := range listed {
+		if i := map[string]int{b: 0, a: 1}[d.ID]; got[i] != d {
+			t.Fatalf("DeadEntries says %+v, ListDead %+v", got[i], d)
+		}
+	}
+}

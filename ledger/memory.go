@@ -521,18 +521,43 @@ func (m *Memory) ListDead(_ context.Context, route, cursor string, limit int) ([
 	out := make([]DeadEntry, 0, min(limit, len(eids)))
 	next := ""
 	for _, eid := range eids {
-		key, k := m.deadKey(r, eid)
-		if k == nil {
+		d, ok := m.deadEntry(r, eid)
+		if !ok {
 			continue
 		}
 		if len(out) == limit {
 			next = ledgerCursor("0", out[len(out)-1].ID)
 			break
 		}
-		out = append(out, DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
-			Error: k.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(k.died)})
+		out = append(out, d)
 	}
 	return out, next, nil
+}
+
+// DeadEntries describes route's dead-lettered events eids, in that order,
+// leaving out any not dead-lettered: a transport that keeps its DLQ's
+// order itself (the memory queue) lists it with these.
+func (m *Memory) DeadEntries(route string, eids []string) []DeadEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	out := make([]DeadEntry, 0, len(eids))
+	for _, eid := range eids {
+		if d, ok := m.deadEntry(r, eid); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// deadEntry describes eid while it is dead-lettered.
+func (m *Memory) deadEntry(r *memLedgerRoute, eid string) (DeadEntry, bool) {
+	key, k := m.deadKey(r, eid)
+	if k == nil {
+		return DeadEntry{}, false
+	}
+	return DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
+		Error: k.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(k.died)}, true
 }
 
 // Get implements Ledger.

@@ -15,10 +15,9 @@ import (
 // Memory is the queue of one process, with the same semantics as Redis
 // inside it. Everything in it is lost when the process stops.
 //
-// The keys live in a ledger.Memory (Keys): the queue keeps only the
-// events, the ready list, the entries its consumers hold, the retry set
-// and the DLQ's order and details, as Redis Streams keeps them beside the
-// Redis ledger. Every call takes the queue's lock first and the ledger's
+// The keys live in a ledger.Memory (Keys), with how each dead-lettered
+// event died: the queue keeps only the events, the ready list, the entries
+// its consumers hold, the retry set and the DLQ's order. Every call takes the queue's lock first and the ledger's
 // within it, so that each call stays one atomic step.
 type Memory struct {
 	// Now is the clock of the queue and of its ledger; nil means time.Now.
@@ -58,16 +57,10 @@ type memRoute struct {
 	wake     chan struct{}       // closed when an entry becomes ready
 }
 
-// memEvent is one stored event and, once dead-lettered, how it died.
+// memEvent is one stored event.
 type memEvent struct {
-	key      string
-	payload  []byte
-	first    time.Time
-	reason   string
-	status   int
-	err      string
-	died     time.Time
-	attempts int64
+	key     string
+	payload []byte
 }
 
 type memEntry struct{ id, eid, tok, key string }
@@ -129,7 +122,7 @@ func (m *Memory) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error
 		return Ack{}, fmt.Errorf("memory queue: enqueue %q: the reservation was lost (%v)", e.Key, err)
 	}
 	r := m.route(e.Route)
-	r.events[eid] = &memEvent{key: e.Key, payload: append([]byte(nil), e.Payload...), first: e.FirstSeen}
+	r.events[eid] = &memEvent{key: e.Key, payload: append([]byte(nil), e.Payload...)}
 	m.push(r, eid, tok, e.Key)
 	return Ack{State: Enqueued, ID: eid, Fingerprint: e.Fingerprint, Copies: res.Copies}, nil
 }
@@ -195,7 +188,7 @@ func (m *Memory) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 		return Job{}, false, err
 	}
 	p.since = m.now()
-	return Job{Lease: l, Payload: ev.payload, FirstSeen: ev.first, Fingerprint: b.Fingerprint, Try: b.Try, Total: b.Total}, true, nil
+	return Job{Lease: l, Payload: ev.payload, FirstSeen: b.FirstSeen, Fingerprint: b.Fingerprint, Try: b.Try, Total: b.Total}, true, nil
 }
 
 func notOwner(l Lease) error {
@@ -232,11 +225,9 @@ func (m *Memory) Settle(ctx context.Context, consumer string, j Job, s Settlemen
 	case SettleRetry:
 		r.retry[j.EventID+"|"+s.NewToken] = memRetry{memEntry: memEntry{eid: j.EventID, tok: s.NewToken, key: j.Key}, due: s.Due}
 	default:
-		ev := r.events[j.EventID]
-		ev.reason, ev.status, ev.err, ev.died, ev.attempts = s.Reason, s.Status, s.Error, s.At, j.Total
 		m.seq++
 		r.dlq[j.EventID] = m.seq
-		r.dlqBytes += int64(len(ev.payload))
+		r.dlqBytes += int64(len(r.events[j.EventID].payload))
 	}
 	return Recorded, nil
 }
@@ -330,13 +321,11 @@ func (m *Memory) ListDLQ(_ context.Context, route, cursor string, limit int) ([]
 		all = all[:limit]
 		next = strconv.FormatUint(all[limit-1].seq, 10)
 	}
-	out := make([]DeadEntry, 0, len(all))
-	for _, it := range all {
-		ev := r.events[it.eid]
-		out = append(out, DeadEntry{ID: it.eid, Key: ev.key, Reason: ev.reason, Status: ev.status, Attempts: ev.attempts,
-			Error: ev.err, FirstSeen: ev.first.UTC(), DiedAt: ev.died.UTC()})
+	eids := make([]string, len(all))
+	for i, it := range all {
+		eids[i] = it.eid
 	}
-	return out, next, nil
+	return m.keys.DeadEntries(route, eids), next, nil
 }
 
 // drop takes a dead-lettered event out of the DLQ; gone also forgets its
@@ -366,7 +355,6 @@ func (m *Memory) Replay(ctx context.Context, route, id string) error {
 	}
 	ev := r.events[id]
 	r.drop(id, ev, false)
-	ev.reason, ev.status, ev.err, ev.died, ev.attempts = "", 0, "", time.Time{}, 0
 	m.push(r, id, tok, ev.key)
 	return nil
 }
