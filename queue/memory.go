@@ -16,9 +16,10 @@ import (
 // inside it. Everything in it is lost when the process stops.
 //
 // The keys live in a ledger.Memory (Keys), with how each dead-lettered
-// event died: the queue keeps only the events, the ready list, the entries
-// its consumers hold, the retry set and the DLQ's order. Every call takes the queue's lock first and the ledger's
-// within it, so that each call stays one atomic step.
+// event died: the queue keeps only the events, the ready list, the
+// entries its consumers hold, the retry set and the DLQ's order. Every
+// call takes the queue's lock first and the ledger's within it, so that
+// each call stays one atomic step.
 type Memory struct {
 	// Now is the clock of the queue and of its ledger; nil means time.Now.
 	Now func() time.Time
@@ -115,7 +116,10 @@ func (m *Memory) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error
 	eid, tok := newEventID(0), newToken()
 	res, err := m.keys.Reserve(ctx, ledger.Reservation{Route: e.Route, Key: e.Key, Fingerprint: e.Fingerprint,
 		EventID: eid, Token: tok, FirstSeen: e.FirstSeen, Lease: memReservation, MaxDepth: maxDepth})
-	if err != nil || res.State != Enqueued {
+	if err != nil {
+		return Ack{}, err
+	}
+	if res.State != Enqueued {
 		return Ack{State: res.State, ID: res.ID, Fingerprint: res.Fingerprint, Dead: res.Dead, Outcome: res.Outcome, Copies: res.Copies}, err
 	}
 	if ok, err := m.keys.Confirm(ctx, e.Route, e.Key, tok); err != nil || !ok {
@@ -227,7 +231,7 @@ func (m *Memory) Settle(ctx context.Context, consumer string, j Job, s Settlemen
 	default:
 		m.seq++
 		r.dlq[j.EventID] = m.seq
-		r.dlqBytes += int64(len(r.events[j.EventID].payload))
+		r.dlqBytes += r.size(j.EventID)
 	}
 	return Recorded, nil
 }
@@ -328,12 +332,20 @@ func (m *Memory) ListDLQ(_ context.Context, route, cursor string, limit int) ([]
 	return m.keys.DeadEntries(route, eids), next, nil
 }
 
+// size is the payload size of event eid (0 when it is not stored).
+func (r *memRoute) size(eid string) int64 {
+	if ev := r.events[eid]; ev != nil {
+		return int64(len(ev.payload))
+	}
+	return 0
+}
+
 // drop takes a dead-lettered event out of the DLQ; gone also forgets its
 // body.
-func (r *memRoute) drop(eid string, ev *memEvent, gone bool) {
+func (r *memRoute) drop(eid string, gone bool) {
 	if _, ok := r.dlq[eid]; ok {
 		delete(r.dlq, eid)
-		r.dlqBytes -= int64(len(ev.payload))
+		r.dlqBytes -= r.size(eid)
 	}
 	if gone {
 		delete(r.events, eid)
@@ -346,15 +358,15 @@ func (m *Memory) Replay(ctx context.Context, route, id string) error {
 	defer m.mu.Unlock()
 	r := m.route(route)
 	seq, ok := r.dlq[id]
-	if !ok {
+	ev := r.events[id]
+	if !ok || ev == nil {
 		return ErrNotFound
 	}
 	tok := newToken()
 	if err := m.keys.Replay(ctx, route, id, strconv.FormatUint(seq, 10), tok); err != nil {
 		return err
 	}
-	ev := r.events[id]
-	r.drop(id, ev, false)
+	r.drop(id, false)
 	m.push(r, id, tok, ev.key)
 	return nil
 }
@@ -370,7 +382,7 @@ func (m *Memory) Purge(ctx context.Context, route, id string, retention time.Dur
 	if err := m.keys.Purge(ctx, route, id, retention); err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	r.drop(id, r.events[id], true)
+	r.drop(id, true)
 	return nil
 }
 
@@ -390,7 +402,7 @@ func (m *Memory) Delete(ctx context.Context, route, key string) (KeyState, error
 	ks, err := m.keys.Delete(ctx, route, key)
 	r := m.route(route)
 	if ev := r.events[ks.EventID]; ev != nil && ev.key == key {
-		r.drop(ks.EventID, ev, true)
+		r.drop(ks.EventID, true)
 	}
 	return ks, err
 }
