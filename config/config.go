@@ -129,9 +129,10 @@ type Store struct {
 type Memory struct {
 	// MaxBytes bounds the memory the store's keys and stored answers take;
 	// past it the oldest finished keys are evicted first. With queue
-	// routes on the memory queue, the finished keys the queue remembers
-	// with their answers count against it too (after the store's own: the
-	// queue forgets its oldest first). Default 256MiB; must be positive.
+	// routes (on the memory queue, or on Kafka with this store keeping
+	// their keys), the finished keys the queue remembers with their
+	// answers count against it too (after the store's own: the queue
+	// forgets its oldest first). Default 256MiB; must be positive.
 	MaxBytes ByteSize `yaml:"max_bytes"`
 }
 

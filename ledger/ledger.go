@@ -3,8 +3,11 @@
 // finished, which token and try are live, and the counters, with a
 // memory implementation (one process) and a Redis one (single server,
 // Sentinel, Cluster: a route's keys share one slot). Today the Kafka queue
-// (queue.backend: kafka) keeps its keys here. Package ledgertest holds the
-// conformance suite every implementation runs.
+// (queue.backend: kafka, in Memory or Redis) and the memory queue (in a
+// Memory of its own) keep their keys here, so a queue transport keeps only
+// its events and their positions. Memory also bounds the finished keys it
+// remembers by a byte budget. Package ledgertest holds the conformance
+// suite every implementation runs.
 package ledger
 
 import (
@@ -14,9 +17,9 @@ import (
 	"github.com/clawgate/clawgate/store"
 )
 
-// Ledger keeps the state of every key of the Kafka queue's routes: the
-// events themselves live in Kafka, the ledger decides which record of an
-// event is the live one. Each method is one atomic step (one Lua script
+// Ledger keeps the state of every key of a queue's routes: the events
+// themselves live in the transport (Kafka's topics, the memory queue's
+// lists), the ledger decides which record of an event is the live one. Each method is one atomic step (one Lua script
 // on Redis), safe for concurrent use by every instance.
 //
 // A key record holds: state (enqueuing, queued, dead, finished), the

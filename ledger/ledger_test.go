@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -439,6 +440,20 @@ func TestLedgerMemorySweep(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d keys kept, want 1", n)
 	}
+
+	// Stats, which the queue's gauges ask for on an idle gateway too,
+	// sweeps as well, and the finished keys forgotten leave the budget.
+	finish(t, m, clock, "done", []byte("ok"))
+	if m.Bytes() == 0 {
+		t.Fatal("a finished key not counted")
+	}
+	clock.Add(ledgertest.Retain + ledger.SweepEvery)
+	if _, err := m.Stats(background, "other-route"); err != nil {
+		t.Fatal(err)
+	}
+	if n, b := ledger.MemoryKeys(m, ledgertest.Route), m.Bytes(); n != 0 || b != 0 {
+		t.Fatalf("%d keys and %d bytes kept after a sweep, want none", n, b)
+	}
 }
 
 func BenchmarkLedger(b *testing.B) {
@@ -474,5 +489,121 @@ func BenchmarkLedger(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// finish enqueues key on l, begins it and delivers it with body.
+func finish(t *testing.T, l ledger.Ledger, clock *ledgertest.Clock, key string, body []byte) {
+	t.Helper()
+	eid, tok := ledgertest.Enqueue(t, l, clock, key)
+	ledgertest.MustBegin(t, l, key, eid, tok, "p-"+key, "w", true)
+	s := ledgertest.DoneSettlement(key)
+	s.Outcome.Body = body
+	ledgertest.MustSettle(t, l, key, eid, tok, "w", s, ledger.Recorded)
+}
+
+// TestLedgerMemoryFinishedKeysBoundedByMaxBytes: the finished and purged
+// keys kept for their retention, with the upstream's answers, stay within
+// MaxBytes (less what Others takes): the oldest are forgotten first, each
+// counted by OnEvict, and the key being finished is kept even when it
+// alone is over the budget.
+func TestLedgerMemoryFinishedKeysBoundedByMaxBytes(t *testing.T) {
+	clock := ledgertest.NewClock()
+	m := ledger.NewMemory(clock.Now)
+	m.MaxBytes = 16 << 10
+	evicted := 0
+	m.OnEvict = func() { evicted++ }
+	body := make([]byte, 1<<10)
+	for i := range 100 {
+		finish(t, m, clock, fmt.Sprintf("k%03d", i), body)
+		if b := m.Bytes(); b > m.MaxBytes {
+			t.Fatalf("after %d finishes the finished keys take %d bytes, over MaxBytes %d", i+1, b, m.MaxBytes)
+		}
+	}
+	if evicted < 80 {
+		t.Fatalf("%d keys forgotten, want most of 100", evicted)
+	}
+	if n := ledger.MemoryKeys(m, ledgertest.Route); n != 100-evicted {
+		t.Fatalf("%d keys kept after %d evictions of 100", n, evicted)
+	}
+	for i := range 100 {
+		want := ledger.StateFinished
+		if i < evicted {
+			want = ledger.StateAbsent // oldest first
+		}
+		ledgertest.WantState(t, m, fmt.Sprintf("k%03d", i), want)
+	}
+
+	// The others' bytes take their share of the budget first.
+	m.Others = func() int64 { return 12 << 10 }
+	finish(t, m, clock, "k100", body)
+	if b := m.Bytes(); b > 4<<10 {
+		t.Fatalf("finished keys take %d bytes beside the others' 12KiB, over the 16KiB budget", b)
+	}
+	m.Others = nil
+
+	// A dead-lettered key counts once purged (its event is gone, its key
+	// kept for the retention).
+	m.MaxBytes = 1 << 30
+	before := m.Bytes()
+	eid := ledgertest.Kill(t, m, clock, "dead", "d1")
+	if b := m.Bytes(); b != before {
+		t.Fatalf("a dead-lettered key counted: %d bytes, was %d", b, before)
+	}
+	if err := m.Purge(background, ledgertest.Route, eid, ledgertest.Retain); err != nil {
+		t.Fatal(err)
+	}
+	if b := m.Bytes(); b <= before {
+		t.Fatalf("a purged key not counted: %d bytes, was %d", b, before)
+	}
+	m.MaxBytes = 16 << 10
+
+	// A key over the whole budget by itself is kept; it evicts every
+	// other one.
+	evicted = 0
+	kept := ledger.MemoryKeys(m, ledgertest.Route)
+	finish(t, m, clock, "huge", make([]byte, 32<<10))
+	ledgertest.WantState(t, m, "huge", ledger.StateFinished)
+	if evicted != kept || ledger.MemoryKeys(m, ledgertest.Route) != 1 {
+		t.Fatalf("a key over the budget evicted %d of %d, kept %d keys; want every other one evicted, itself kept",
+			evicted, kept, ledger.MemoryKeys(m, ledgertest.Route))
+	}
+
+	// Forgetting a key (a reset, its retention) uncounts it.
+	if _, err := m.Delete(background, ledgertest.Route, "huge"); err != nil {
+		t.Fatal(err)
+	}
+	if b := m.Bytes(); b != 0 {
+		t.Fatalf("%d bytes counted with no key kept", b)
+	}
+	finish(t, m, clock, "short", body)
+	clock.Add(ledgertest.Retain)
+	ledgertest.WantState(t, m, "short", ledger.StateAbsent)
+	if b := m.Bytes(); b != 0 {
+		t.Fatalf("%d bytes counted after the last key's retention ran out", b)
+	}
+}
+
+// TestLedgerMemoryDeadEntries: a transport that keeps its DLQ's order
+// gets the dead-lettered events described in that order, with what
+// ListDead says of them, and nothing of an event not dead-lettered.
+func TestLedgerMemoryDeadEntries(t *testing.T) {
+	clock := ledgertest.NewClock()
+	m := ledger.NewMemory(clock.Now)
+	a := ledgertest.Kill(t, m, clock, "a", "1")
+	b := ledgertest.Kill(t, m, clock, "b", "2")
+	queued, _ := ledgertest.Enqueue(t, m, clock, "q")
+	listed, _, err := m.ListDead(background, ledgertest.Route, "", 10)
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("ListDead = %+v, %v", listed, err)
+	}
+	got := m.DeadEntries(ledgertest.Route, []string{b, queued, "nonsense", a})
+	if len(got) != 2 || got[0].ID != b || got[1].ID != a {
+		t.Fatalf("DeadEntries = %+v, want b then a", got)
+	}
+	for _, d := range listed {
+		if i := map[string]int{b: 0, a: 1}[d.ID]; got[i] != d {
+			t.Fatalf("DeadEntries says %+v, ListDead %+v", got[i], d)
+		}
 	}
 }

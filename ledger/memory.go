@@ -18,13 +18,46 @@ import (
 // Times are kept at millisecond precision, as Redis keeps them. Leases
 // and retentions run on the injected clock; a key whose time is up is
 // forgotten when next looked at (and by a sweep once a minute).
+//
+// Set the budget fields before the first call.
 type Memory struct {
+	// MaxBytes bounds the estimated size of the finished and purged keys
+	// every route remembers for their retention, with their stored
+	// answers: when a finish or a purge would take them over it, the
+	// oldest are forgotten first (a provider's retry of one is then
+	// queued and delivered again); the key just finished or purged is
+	// kept. 0: no bound. Queued and dead-lettered keys are bounded by the
+	// routes' max_depth and DLQ bounds instead.
+	MaxBytes int64
+	// Others, if set, reports the bytes others already take of the same
+	// budget (the memory store's keys): the finished keys are kept within
+	// MaxBytes minus those.
+	Others func() int64
+	// OnEvict, if set, is called for each key forgotten for MaxBytes.
+	OnEvict func()
+
 	now func() time.Time
 
 	mu     sync.Mutex
 	routes map[string]*memLedgerRoute
 	swept  time.Time
+	// done is the estimated size of the finished and purged keys; order
+	// lists them oldest first (a key forgotten or moved on since is
+	// skipped).
+	done  int64
+	order []memDone
 }
+
+// memDone is a finished or purged key in the order of finishing.
+type memDone struct {
+	r    *memLedgerRoute
+	name string
+	k    *memLedgerKey
+}
+
+// memKeyOverhead is the estimated fixed size of one finished key's
+// record (map entry, struct, strings' headers).
+const memKeyOverhead = 256
 
 var _ Ledger = (*Memory)(nil)
 
@@ -38,6 +71,7 @@ func NewMemory(now func() time.Time) *Memory {
 }
 
 type memLedgerRoute struct {
+	m    *Memory
 	keys map[string]*memLedgerKey
 	age  map[string]int64  // eid -> first seen (ms): undelivered events
 	dead map[string]string // eid -> key: dead-lettered, not purged
@@ -61,6 +95,7 @@ type memLedgerKey struct {
 	err         string
 	died        int64     // ms
 	expires     time.Time // zero: never
+	size        int64     // counted in Memory.done (finished or purged)
 }
 
 // Key record states, as stored.
@@ -122,7 +157,7 @@ func ledgerCursor(scan, after string) string {
 	return scan + "/" + after
 }
 
-var errLedgerNoToken = errors.New("kafka ledger: settle: a retry needs a new token")
+var errLedgerNoToken = errors.New("ledger: settle: a retry needs a new token")
 
 // ledgerSettleCheck refuses a settlement no ledger could record.
 func ledgerSettleCheck(s Settlement) error {
@@ -135,7 +170,7 @@ func ledgerSettleCheck(s Settlement) error {
 func (m *Memory) route(name string) *memLedgerRoute {
 	r := m.routes[name]
 	if r == nil {
-		r = &memLedgerRoute{keys: map[string]*memLedgerKey{}, age: map[string]int64{}, dead: map[string]string{}}
+		r = &memLedgerRoute{m: m, keys: map[string]*memLedgerKey{}, age: map[string]int64{}, dead: map[string]string{}}
 		m.routes[name] = r
 	}
 	return r
@@ -145,13 +180,67 @@ func (m *Memory) route(name string) *memLedgerRoute {
 func (r *memLedgerRoute) key(name string, now time.Time) *memLedgerKey {
 	k := r.keys[name]
 	if k != nil && !k.expires.IsZero() && !now.Before(k.expires) {
-		delete(r.keys, name)
+		r.forget(name, k)
 		return nil
 	}
 	return k
 }
 
-// sweep forgets every key whose time is up, at most once a minute.
+// forget drops key name, uncounting its size.
+func (r *memLedgerRoute) forget(name string, k *memLedgerKey) {
+	delete(r.keys, name)
+	r.m.uncount(k)
+}
+
+// uncount takes k, forgotten or moved on, out of the budget.
+func (m *Memory) uncount(k *memLedgerKey) {
+	m.done -= k.size
+	k.size = 0
+}
+
+// remember counts k, just finished or purged, against MaxBytes,
+// forgetting the oldest finished keys to keep within it (never k itself).
+func (m *Memory) remember(r *memLedgerRoute, name string, k *memLedgerKey) {
+	m.uncount(k)
+	k.size = int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec) + len(k.reason) + len(k.err) + len(k.dlq))
+	m.done += k.size
+	if m.MaxBytes <= 0 {
+		return
+	}
+	m.order = append(m.order, memDone{r, name, k})
+	var others int64
+	if m.Others != nil {
+		others = m.Others()
+	}
+	for m.done+others > m.MaxBytes && len(m.order) > 1 {
+		d := m.order[0]
+		m.order[0] = memDone{}
+		m.order = m.order[1:]
+		if d.k == k {
+			m.order = append(m.order, d)
+			continue
+		}
+		if d.r.keys[d.name] == d.k && d.k.size > 0 {
+			d.r.forget(d.name, d.k)
+			if m.OnEvict != nil {
+				m.OnEvict()
+			}
+		}
+	}
+	if len(m.order) > 64 && cap(m.order) > 4*len(m.order) {
+		m.order = append([]memDone(nil), m.order...)
+	}
+}
+
+// Bytes is the estimated size of the finished and purged keys kept.
+func (m *Memory) Bytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.done
+}
+
+// sweep forgets every key whose time is up, at most once a minute, and
+// drops the forgotten keys from the budget's order.
 func (m *Memory) sweep(now time.Time) {
 	if now.Sub(m.swept) < ledgerSweepEvery {
 		return
@@ -162,6 +251,14 @@ func (m *Memory) sweep(now time.Time) {
 			r.key(name, now)
 		}
 	}
+	live := m.order[:0]
+	for _, d := range m.order {
+		if d.r.keys[d.name] == d.k && d.k.size > 0 {
+			live = append(live, d)
+		}
+	}
+	clear(m.order[len(live):])
+	m.order = live
 }
 
 // Reserve implements Ledger.
@@ -190,7 +287,7 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 	case ledgerDone:
 		out, err := store.DecodeOutcome(k.rec)
 		if err != nil {
-			return Reserved{}, fmt.Errorf("kafka ledger: memory reserve %q: %w: %v", res.Key, ErrCorrupt, err)
+			return Reserved{}, fmt.Errorf("ledger: memory reserve %q: %w: %v", res.Key, ErrCorrupt, err)
 		}
 		return Reserved{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: k.n}, nil
 	}
@@ -225,7 +322,7 @@ func (m *Memory) Abort(_ context.Context, route, key, tok string) error {
 	defer m.mu.Unlock()
 	r := m.route(route)
 	if k := r.key(key, m.now()); k != nil && k.st == ledgerEnqueuing && k.tok == tok {
-		delete(r.keys, key)
+		r.forget(key, k)
 	}
 	return nil
 }
@@ -276,6 +373,7 @@ func (m *Memory) revive(r *memLedgerRoute, k *memLedgerKey) {
 	k.pos, k.owner = "", ""
 	k.dlq, k.reason, k.status, k.err, k.died = "", "", 0, "", 0
 	k.expires = time.Time{}
+	m.uncount(k) // a purged key read again
 	r.age[k.eid] = k.first
 	delete(r.dead, k.eid)
 }
@@ -283,7 +381,7 @@ func (m *Memory) revive(r *memLedgerRoute, k *memLedgerKey) {
 // Intend implements Ledger.
 func (m *Memory) Intend(_ context.Context, route, key, eid, tok, owner, next string) (Settled, error) {
 	if next == "" {
-		return 0, errors.New("kafka ledger: intend: no token")
+		return 0, errors.New("ledger: intend: no token")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -307,7 +405,7 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 	if s.Kind == SettleDelivered {
 		var err error
 		if rec, err = store.EncodeOutcome(s.Outcome); err != nil {
-			return 0, fmt.Errorf("kafka ledger: settle: %w", err)
+			return 0, fmt.Errorf("ledger: settle: %w", err)
 		}
 	}
 	m.mu.Lock()
@@ -331,6 +429,7 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		k.st, k.tok, k.ptok, k.rec = ledgerDone, "", "", rec
 		k.expires = now.Add(time.Duration(ledgerTTL(s.Retention)) * time.Millisecond)
 		delete(r.age, eid)
+		m.remember(r, key, k)
 	case SettleRetry:
 		k.tok, k.ptok = s.NewToken, ""
 	default:
@@ -396,6 +495,7 @@ func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Dura
 	now := m.now()
 	if k := r.key(key, now); k != nil && k.st == ledgerDead && k.eid == eid {
 		k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
+		m.remember(r, key, k)
 	}
 	return nil
 }
@@ -421,18 +521,43 @@ func (m *Memory) ListDead(_ context.Context, route, cursor string, limit int) ([
 	out := make([]DeadEntry, 0, min(limit, len(eids)))
 	next := ""
 	for _, eid := range eids {
-		key, k := m.deadKey(r, eid)
-		if k == nil {
+		d, ok := m.deadEntry(r, eid)
+		if !ok {
 			continue
 		}
 		if len(out) == limit {
 			next = ledgerCursor("0", out[len(out)-1].ID)
 			break
 		}
-		out = append(out, DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
-			Error: k.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(k.died)})
+		out = append(out, d)
 	}
 	return out, next, nil
+}
+
+// DeadEntries describes route's dead-lettered events eids, in that order,
+// leaving out any not dead-lettered: a transport that keeps its DLQ's
+// order itself (the memory queue) lists it with these.
+func (m *Memory) DeadEntries(route string, eids []string) []DeadEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	out := make([]DeadEntry, 0, len(eids))
+	for _, eid := range eids {
+		if d, ok := m.deadEntry(r, eid); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// deadEntry describes eid while it is dead-lettered.
+func (m *Memory) deadEntry(r *memLedgerRoute, eid string) (DeadEntry, bool) {
+	key, k := m.deadKey(r, eid)
+	if k == nil {
+		return DeadEntry{}, false
+	}
+	return DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
+		Error: k.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(k.died)}, true
 }
 
 // Get implements Ledger.
@@ -458,7 +583,7 @@ func (m *Memory) get(r *memLedgerRoute, key string) (KeyState, error) {
 		ks.State = StateFinished
 		out, err := store.DecodeOutcome(k.rec)
 		if err != nil {
-			return ks, fmt.Errorf("kafka ledger: memory get %q: %w: %v", key, ErrCorrupt, err)
+			return ks, fmt.Errorf("ledger: memory get %q: %w: %v", key, ErrCorrupt, err)
 		}
 		ks.Status, ks.Outcome = out.Status, out
 	}
@@ -476,7 +601,7 @@ func (m *Memory) Delete(_ context.Context, route, key string) (KeyState, error) 
 		if r.dead[k.eid] == key {
 			delete(r.dead, k.eid)
 		}
-		delete(r.keys, key)
+		r.forget(key, k)
 	}
 	return ks, err
 }
@@ -485,6 +610,7 @@ func (m *Memory) Delete(_ context.Context, route, key string) (KeyState, error) 
 func (m *Memory) Stats(_ context.Context, route string) (Stats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.sweep(m.now())
 	r := m.route(route)
 	st := Stats{Depth: int64(len(r.age)), DLQ: int64(len(r.dead))}
 	var oldest int64

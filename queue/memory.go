@@ -2,91 +2,66 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/clawgate/clawgate/store"
+	"github.com/clawgate/clawgate/ledger"
 )
 
 // Memory is the queue of one process, with the same semantics as Redis
 // inside it. Everything in it is lost when the process stops.
+//
+// The keys live in a ledger.Memory (Keys), with how each dead-lettered
+// event died: the queue keeps only the events, the ready list, the
+// entries its consumers hold, the retry set and the DLQ's order. Every
+// call takes the queue's lock first and the ledger's within it, so that
+// each call stays one atomic step.
 type Memory struct {
-	// Now is the clock; nil means time.Now.
+	// Now is the clock of the queue and of its ledger; nil means time.Now.
 	Now func() time.Time
-	// MaxBytes bounds the estimated size of the finished (and purged)
-	// keys every route remembers for its retention, with their stored
-	// answers: when a finish would take them over it, the oldest are
-	// forgotten first (a provider's retry of one is then queued and
-	// delivered again). 0: no bound. Queued and dead-lettered events are
-	// bounded by the routes' max_depth and DLQ bounds instead.
-	MaxBytes int64
-	// Others, if set, reports the bytes others already take of the same
-	// budget (the memory store's keys): the finished keys are kept within
-	// MaxBytes minus those.
-	Others func() int64
-	// OnEvict, if set, is called for each key forgotten for MaxBytes.
-	OnEvict func()
 
+	keys   *ledger.Memory
 	mu     sync.Mutex
 	routes map[string]*memRoute
 	seq    uint64
 	claims uint64 // numbers every read and takeover of an entry
-	swept  time.Time
-	// done is the estimated size of the finished keys; order lists them
-	// oldest first (an entry whose key moved on is skipped).
-	done  int64
-	order []memDone
 }
-
-// memDone is a finished key in the order of finishing.
-type memDone struct {
-	r    *memRoute
-	name string
-	k    *memKey
-}
-
-// memKeyOverhead is the estimated fixed size of one finished key's
-// record (map entry, struct, strings' headers).
-const memKeyOverhead = 256
 
 var _ Backend = (*Memory)(nil)
 
-// NewMemory returns an empty in-process queue.
-func NewMemory() *Memory { return &Memory{routes: map[string]*memRoute{}} }
+// NewMemory returns an empty in-process queue with a ledger of its own.
+func NewMemory() *Memory {
+	m := &Memory{routes: map[string]*memRoute{}}
+	m.keys = ledger.NewMemory(m.now)
+	return m
+}
+
+// Keys is the ledger the queue keeps its keys in; set its budget
+// (ledger.Memory's MaxBytes, Others, OnEvict) before the first call.
+func (m *Memory) Keys() *ledger.Memory { return m.keys }
+
+// memReservation bounds a key's enqueuing state, which never outlives one
+// Enqueue (it is confirmed under the queue's lock).
+const memReservation = time.Minute
 
 type memRoute struct {
-	m       *Memory
-	keys    map[string]*memKey
-	events  map[string]*memEvent
-	ready   []memEntry
-	pending map[string]*memPending
-	retry   map[string]memRetry // by eid|tok
-	dlq     map[string]uint64   // eid -> DLQ sequence
-	wake    chan struct{}       // closed when an entry becomes ready
+	events   map[string]*memEvent // by event id: undelivered and dead-lettered
+	ready    []memEntry
+	pending  map[string]*memPending
+	retry    map[string]memRetry // by eid|tok
+	dlq      map[string]uint64   // eid -> DLQ sequence (its position in the ledger)
+	dlqBytes int64               // the dead-lettered events' payloads
+	wake     chan struct{}       // closed when an entry becomes ready
 }
 
-type memKey struct {
-	st           string // queued, dead, done
-	eid, tok, fp string
-	n, qa, qt    int64
-	first, last  time.Time
-	rec          store.Outcome
-	expires      time.Time // zero: never
-	size         int64     // counted in Memory.done (finished or purged keys)
-}
-
+// memEvent is one stored event.
 type memEvent struct {
-	key      string
-	payload  []byte
-	first    time.Time
-	reason   string
-	status   int
-	err      string
-	died     time.Time
-	attempts int64
+	key     string
+	payload []byte
 }
 
 type memEntry struct{ id, eid, tok, key string }
@@ -113,62 +88,11 @@ func (m *Memory) now() time.Time {
 func (m *Memory) route(name string) *memRoute {
 	r := m.routes[name]
 	if r == nil {
-		r = &memRoute{m: m, keys: map[string]*memKey{}, events: map[string]*memEvent{}, pending: map[string]*memPending{},
+		r = &memRoute{events: map[string]*memEvent{}, pending: map[string]*memPending{},
 			retry: map[string]memRetry{}, dlq: map[string]uint64{}, wake: make(chan struct{})}
 		m.routes[name] = r
 	}
 	return r
-}
-
-// key returns name's live key record, forgetting one whose retention ran
-// out.
-func (r *memRoute) key(name string, now time.Time) *memKey {
-	k := r.keys[name]
-	if k != nil && !k.expires.IsZero() && !now.Before(k.expires) {
-		r.forget(name, k)
-		return nil
-	}
-	return k
-}
-
-// forget drops key name, uncounting its size.
-func (r *memRoute) forget(name string, k *memKey) {
-	delete(r.keys, name)
-	r.m.done -= k.size
-	k.size = 0
-}
-
-// remember counts k, just finished or purged, against MaxBytes, forgetting
-// the oldest finished keys to keep within it (never k itself).
-func (m *Memory) remember(r *memRoute, name string, k *memKey) {
-	k.size = int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec.ContentType) + len(k.rec.Body) + len(k.rec.Fingerprint))
-	m.done += k.size
-	if m.MaxBytes <= 0 {
-		return
-	}
-	m.order = append(m.order, memDone{r, name, k})
-	var others int64
-	if m.Others != nil {
-		others = m.Others()
-	}
-	for m.done+others > m.MaxBytes && len(m.order) > 1 {
-		d := m.order[0]
-		m.order[0] = memDone{}
-		m.order = m.order[1:]
-		if d.k == k {
-			m.order = append(m.order, d)
-			continue
-		}
-		if d.r.keys[d.name] == d.k && d.k.size > 0 {
-			d.r.forget(d.name, d.k)
-			if m.OnEvict != nil {
-				m.OnEvict()
-			}
-		}
-	}
-	if len(m.order) > 64 && cap(m.order) > 4*len(m.order) {
-		m.order = append([]memDone(nil), m.order...)
-	}
 }
 
 func (m *Memory) push(r *memRoute, eid, tok, key string) {
@@ -184,40 +108,27 @@ func (m *Memory) Prepare(context.Context, string, int) error { return nil }
 // Shards implements Backend.
 func (m *Memory) Shards(string) int { return 1 }
 
-// Enqueue implements Backend.
-func (m *Memory) Enqueue(_ context.Context, e Entry, maxDepth int) (Ack, error) {
+// Enqueue implements Backend: the key is reserved and confirmed in the
+// ledger and the event stored, all under the queue's lock.
+func (m *Memory) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
-	r := m.route(e.Route)
-	k := r.key(e.Key, now)
-	if k == nil {
-		if m.depth(r) >= maxDepth {
-			return Ack{State: Full}, nil
-		}
-		eid := newEventID(0)
-		k = &memKey{st: "queued", eid: eid, tok: newToken(), fp: e.Fingerprint, first: e.FirstSeen}
-		r.keys[e.Key] = k
-		r.events[eid] = &memEvent{key: e.Key, payload: append([]byte(nil), e.Payload...), first: e.FirstSeen}
-		m.push(r, eid, k.tok, e.Key)
-	} else if k.st == "queued" || k.st == "dead" {
-		k.n++
-		k.last = now
-		return Ack{State: Pending, ID: k.eid, Fingerprint: k.fp, Dead: k.st == "dead", Copies: k.n}, nil
-	} else {
-		k.n++
-		k.last = now
-		return Ack{State: Delivered, Fingerprint: k.rec.Fingerprint, Outcome: k.rec, Copies: k.n}, nil
+	eid, tok := newEventID(0), newToken()
+	res, err := m.keys.Reserve(ctx, ledger.Reservation{Route: e.Route, Key: e.Key, Fingerprint: e.Fingerprint,
+		EventID: eid, Token: tok, FirstSeen: e.FirstSeen, Lease: memReservation, MaxDepth: maxDepth})
+	if err != nil {
+		return Ack{}, err
 	}
-	k.n++
-	k.last = now
-	return Ack{State: Enqueued, ID: k.eid, Fingerprint: e.Fingerprint, Copies: k.n}, nil
-}
-
-// depth counts r's undelivered events (a purge drops an event from
-// events and dlq together).
-func (m *Memory) depth(r *memRoute) int {
-	return len(r.events) - len(r.dlq)
+	if res.State != Enqueued {
+		return Ack{State: res.State, ID: res.ID, Fingerprint: res.Fingerprint, Dead: res.Dead, Outcome: res.Outcome, Copies: res.Copies}, err
+	}
+	if ok, err := m.keys.Confirm(ctx, e.Route, e.Key, tok); err != nil || !ok {
+		return Ack{}, fmt.Errorf("memory queue: enqueue %q: the reservation was lost (%v)", e.Key, err)
+	}
+	r := m.route(e.Route)
+	r.events[eid] = &memEvent{key: e.Key, payload: append([]byte(nil), e.Payload...)}
+	m.push(r, eid, tok, e.Key)
+	return Ack{State: Enqueued, ID: eid, Fingerprint: e.Fingerprint, Copies: res.Copies}, nil
 }
 
 // Read implements Backend.
@@ -260,8 +171,9 @@ func (p *memPending) lease(route string) Lease {
 // Begin implements Backend. The lease must be the entry's latest read or
 // takeover: a worker that stalled past the lock TTL before beginning is
 // refused even when the takeover was by its own instance (one consumer
-// per process), and the begin restarts the lease's idle time.
-func (m *Memory) Begin(_ context.Context, l Lease) (Job, bool, error) {
+// per process), and the begin restarts the lease's idle time. The ledger
+// records the entry as the try's position and the consumer as its owner.
+func (m *Memory) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(l.Route)
@@ -269,28 +181,27 @@ func (m *Memory) Begin(_ context.Context, l Lease) (Job, bool, error) {
 	if p != nil && (p.owner != l.Consumer || p.claim != l.claim) {
 		return Job{}, false, notOwner(l)
 	}
-	now := m.now()
-	k := r.key(l.Key, now)
 	ev := r.events[l.EventID]
-	if k == nil || k.st != "queued" || k.eid != l.EventID || k.tok != l.Token || ev == nil {
+	if p == nil || ev == nil {
 		delete(r.pending, l.Entry)
 		return Job{}, false, nil
 	}
-	if p == nil {
-		return Job{}, false, notOwner(l)
+	b, ok, err := m.keys.Begin(ctx, l.Route, l.Key, l.EventID, l.Token, l.Entry, l.Consumer)
+	if err != nil || !ok {
+		delete(r.pending, l.Entry)
+		return Job{}, false, err
 	}
-	p.since = now
-	k.qa++
-	k.qt++
-	return Job{Lease: l, Payload: ev.payload, FirstSeen: ev.first, Fingerprint: k.fp, Try: k.qa, Total: k.qt}, true, nil
+	p.since = m.now()
+	return Job{Lease: l, Payload: ev.payload, FirstSeen: b.FirstSeen, Fingerprint: b.Fingerprint, Try: b.Try, Total: b.Total}, true, nil
 }
 
 func notOwner(l Lease) error {
 	return fmt.Errorf("%w (route %s, entry %s)", ErrNotOwner, l.Route, l.Entry)
 }
 
-// Settle implements Backend.
-func (m *Memory) Settle(_ context.Context, consumer string, j Job, s Settlement) (Settled, error) {
+// Settle implements Backend. A retry gets a token minted here, a dead
+// letter its DLQ sequence as its position.
+func (m *Memory) Settle(ctx context.Context, consumer string, j Job, s Settlement) (Settled, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(j.Route)
@@ -298,32 +209,34 @@ func (m *Memory) Settle(_ context.Context, consumer string, j Job, s Settlement)
 	if p == nil || p.owner != consumer {
 		return NotOwner, nil
 	}
+	switch s.Kind {
+	case SettleRetry:
+		s.NewToken = newToken()
+	case SettleDead:
+		s.DLQPos = strconv.FormatUint(m.seq+1, 10)
+	}
+	got, err := m.keys.Settle(ctx, j.Route, j.Key, j.EventID, j.Token, consumer, s)
+	if err != nil || got == NotOwner {
+		return got, err
+	}
 	delete(r.pending, j.Entry)
-	k := r.key(j.Key, m.now())
-	if k == nil || k.st != "queued" || k.tok != j.Token {
-		return Stale, nil
+	if got != Recorded {
+		return got, nil
 	}
 	switch s.Kind {
 	case SettleDelivered:
-		k.st, k.tok, k.rec = "done", "", s.Outcome
-		k.expires = m.now().Add(s.Retention)
-		delete(r.events, k.eid)
-		m.remember(r, j.Key, k)
+		delete(r.events, j.EventID)
 	case SettleRetry:
-		k.tok = newToken()
-		r.retry[k.eid+"|"+k.tok] = memRetry{memEntry: memEntry{eid: k.eid, tok: k.tok, key: j.Key}, due: s.Due}
+		r.retry[j.EventID+"|"+s.NewToken] = memRetry{memEntry: memEntry{eid: j.EventID, tok: s.NewToken, key: j.Key}, due: s.Due}
 	default:
-		k.st, k.tok = "dead", ""
-		ev := r.events[k.eid]
-		ev.reason, ev.status, ev.err, ev.died, ev.attempts = s.Reason, s.Status, s.Error, s.At, k.qt
 		m.seq++
-		r.dlq[k.eid] = m.seq
+		r.dlq[j.EventID] = m.seq
+		r.dlqBytes += r.size(j.EventID)
 	}
 	return Recorded, nil
 }
 
-// Promote implements Backend. Once a minute it also forgets finished and
-// purged keys whose retention ran out.
+// Promote implements Backend.
 func (m *Memory) Promote(_ context.Context, route string, _ int, now time.Time) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -338,22 +251,6 @@ func (m *Memory) Promote(_ context.Context, route string, _ int, now time.Time) 
 	sort.Slice(due, func(i, j int) bool { return due[i].due.Before(due[j].due) })
 	for _, rt := range due {
 		m.push(r, rt.eid, rt.tok, rt.key)
-	}
-	if now.Sub(m.swept) > time.Minute {
-		m.swept = now
-		for _, rr := range m.routes {
-			for name := range rr.keys {
-				rr.key(name, now)
-			}
-		}
-		live := m.order[:0]
-		for _, d := range m.order {
-			if d.r.keys[d.name] == d.k && d.k.size > 0 {
-				live = append(live, d)
-			}
-		}
-		clear(m.order[len(live):])
-		m.order = live
 	}
 	return len(due), nil
 }
@@ -388,26 +285,17 @@ func (m *Memory) HandBack(_ context.Context, consumer string, leases []Lease, id
 	return nil
 }
 
-// Stats implements Backend.
-func (m *Memory) Stats(_ context.Context, route string) (Stats, error) {
+// Stats implements Backend: the ledger's, with the DLQ's bytes.
+func (m *Memory) Stats(ctx context.Context, route string) (Stats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.route(route)
-	st := Stats{DLQ: int64(len(r.dlq))}
-	for eid, ev := range r.events {
-		if _, dead := r.dlq[eid]; dead {
-			st.DLQBytes += int64(len(ev.payload))
-			continue
-		}
-		st.Depth++
-		if st.Oldest.IsZero() || ev.first.Before(st.Oldest) {
-			st.Oldest = ev.first
-		}
-	}
-	return st, nil
+	st, err := m.keys.Stats(ctx, route)
+	st.DLQBytes = m.route(route).dlqBytes
+	return st, err
 }
 
-// ListDLQ implements Backend; the cursor is the last entry's sequence.
+// ListDLQ implements Backend, in the order the events died; the cursor is
+// the last entry's sequence.
 func (m *Memory) ListDLQ(_ context.Context, route, cursor string, limit int) ([]DeadEntry, string, error) {
 	limit = max(limit, 1)
 	var after uint64
@@ -437,87 +325,84 @@ func (m *Memory) ListDLQ(_ context.Context, route, cursor string, limit int) ([]
 		all = all[:limit]
 		next = strconv.FormatUint(all[limit-1].seq, 10)
 	}
-	out := make([]DeadEntry, 0, len(all))
-	for _, it := range all {
-		ev := r.events[it.eid]
-		out = append(out, DeadEntry{ID: it.eid, Key: ev.key, Reason: ev.reason, Status: ev.status, Attempts: ev.attempts,
-			Error: ev.err, FirstSeen: ev.first.UTC(), DiedAt: ev.died.UTC()})
+	eids := make([]string, len(all))
+	for i, it := range all {
+		eids[i] = it.eid
 	}
-	return out, next, nil
+	return m.keys.DeadEntries(route, eids), next, nil
+}
+
+// size is the payload size of event eid (0 when it is not stored).
+func (r *memRoute) size(eid string) int64 {
+	if ev := r.events[eid]; ev != nil {
+		return int64(len(ev.payload))
+	}
+	return 0
+}
+
+// drop takes a dead-lettered event out of the DLQ; gone also forgets its
+// body.
+func (r *memRoute) drop(eid string, gone bool) {
+	if _, ok := r.dlq[eid]; ok {
+		delete(r.dlq, eid)
+		r.dlqBytes -= r.size(eid)
+	}
+	if gone {
+		delete(r.events, eid)
+	}
 }
 
 // Replay implements Backend.
-func (m *Memory) Replay(_ context.Context, route, id string) error {
+func (m *Memory) Replay(ctx context.Context, route, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
-	if _, ok := r.dlq[id]; !ok {
-		return ErrNotFound
-	}
+	seq, ok := r.dlq[id]
 	ev := r.events[id]
-	k := r.key(ev.key, m.now())
-	if k == nil || k.st != "dead" || k.eid != id {
+	if !ok || ev == nil {
 		return ErrNotFound
 	}
-	delete(r.dlq, id)
-	ev.reason, ev.status, ev.err, ev.died, ev.attempts = "", 0, "", time.Time{}, 0
-	k.st, k.tok, k.qa = "queued", newToken(), 0
-	m.push(r, id, k.tok, ev.key)
+	tok := newToken()
+	if err := m.keys.Replay(ctx, route, id, strconv.FormatUint(seq, 10), tok); err != nil {
+		return err
+	}
+	r.drop(id, false)
+	m.push(r, id, tok, ev.key)
 	return nil
 }
 
 // Purge implements Backend.
-func (m *Memory) Purge(_ context.Context, route, id string, retention time.Duration) error {
+func (m *Memory) Purge(ctx context.Context, route, id string, retention time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
 	if _, ok := r.dlq[id]; !ok {
 		return ErrNotFound
 	}
-	ev := r.events[id]
-	delete(r.dlq, id)
-	delete(r.events, id)
-	if k := r.key(ev.key, m.now()); k != nil && k.eid == id {
-		k.expires = m.now().Add(retention)
-		m.remember(r, ev.key, k)
+	if err := m.keys.Purge(ctx, route, id, retention); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
 	}
+	r.drop(id, true)
 	return nil
 }
 
 // Get implements Backend.
-func (m *Memory) Get(_ context.Context, route, key string) (KeyState, error) {
+func (m *Memory) Get(ctx context.Context, route, key string) (KeyState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.get(m.route(route), key), nil
+	return m.keys.Get(ctx, route, key)
 }
 
-func (m *Memory) get(r *memRoute, key string) KeyState {
-	k := r.key(key, m.now())
-	if k == nil {
-		return KeyState{State: StateAbsent}
-	}
-	ks := KeyState{EventID: k.eid, Copies: k.n, Attempts: k.qt, FirstSeen: k.first, LastSeen: k.last, Fingerprint: k.fp}
-	switch k.st {
-	case "queued":
-		ks.State = StateQueued
-	case "dead":
-		ks.State = StateDeadLettered
-	default:
-		ks.State, ks.Status, ks.Outcome = StateFinished, k.rec.Status, k.rec
-	}
-	return ks
-}
-
-// Delete implements Backend.
-func (m *Memory) Delete(_ context.Context, route, key string) (KeyState, error) {
+// Delete implements Backend: the key is forgotten and its event dropped;
+// its entries left in the ready list, the retry set or held by a consumer
+// are dropped when begun.
+func (m *Memory) Delete(ctx context.Context, route, key string) (KeyState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	ks, err := m.keys.Delete(ctx, route, key)
 	r := m.route(route)
-	ks := m.get(r, key)
-	if k := r.keys[key]; k != nil {
-		delete(r.events, k.eid)
-		delete(r.dlq, k.eid)
-		r.forget(key, k)
+	if ev := r.events[ks.EventID]; ev != nil && ev.key == key {
+		r.drop(ks.EventID, true)
 	}
-	return ks, nil
+	return ks, err
 }

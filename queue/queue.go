@@ -25,7 +25,10 @@
 //
 // Two backends implement Backend: Memory (one process; lost on restart)
 // and Redis (Redis Streams shared by every instance; works on a single
-// server, Sentinel and Cluster). Manager runs the workers over either.
+// server, Sentinel and Cluster); package queue/kafka holds a third.
+// Memory and Kafka keep each key's record and its transitions in a
+// package ledger Ledger and only the events and their positions
+// themselves. Manager runs the workers over any of them.
 package queue
 
 import (

@@ -495,14 +495,18 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 			log.Warn("memory queue: queued events are kept in this process only and lost when it stops; use store.backend: redis to keep them", "queue_routes", queued)
 		}
 		mq := queue.NewMemory()
-		// The finished keys it remembers count against the memory store's
-		// budget, after the store's own keys.
-		mq.MaxBytes = int64(cfg.Store.Memory.MaxBytes)
-		mq.OnEvict = m.StoreEvictions.Inc
-		if mem, ok := st.(interface{ Bytes() int64 }); ok {
-			mq.Others = mem.Bytes
-		}
+		budget(mq.Keys(), cfg, st, m)
 		return mq, nil
+	}
+}
+
+// budget counts the finished keys a memory ledger remembers against the
+// memory store's budget, after the store's own keys.
+func budget(keys *ledger.Memory, cfg *config.Config, st store.Store, m *metrics.Metrics) {
+	keys.MaxBytes = int64(cfg.Store.Memory.MaxBytes)
+	keys.OnEvict = m.StoreEvictions.Inc
+	if mem, ok := st.(interface{ Bytes() int64 }); ok {
+		keys.Others = mem.Bytes
 	}
 }
 
@@ -517,7 +521,9 @@ func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 		l.UseDurable(rc.RunDurable)
 		keys = l
 	} else {
-		keys = ledger.NewMemory(nil)
+		mem := ledger.NewMemory(nil)
+		budget(mem, cfg, st, m)
+		keys = mem
 	}
 	var mech sasl.Mechanism
 	switch a := (scram.Auth{User: k.SASL.Username, Pass: k.SASL.Password}); k.SASL.Mechanism {

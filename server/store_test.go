@@ -14,6 +14,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/store/redistest"
 )
@@ -125,5 +126,55 @@ clawgate_store_memory_bytes %d
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "clawgate_store_memory_bytes"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The finished keys of the memory queue count against the memory store's
+// byte budget after the store's own keys, and each one forgotten for it
+// counts in webhook_store_evictions_total, as the store's evictions do.
+func TestMemoryQueueKeysShareTheStoreBudget(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	cfg := config.Default()
+	cfg.Store.Memory.MaxBytes = 64 << 10
+	cfg.Queue.Backend = config.QueueMemory
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	st, err := openStore(cfg, m, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := openQueue(cfg, st, m, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, keys := st.(*store.Memory), qb.(*queue.Memory).Keys()
+	if _, err := mem.Claim(ctx, "orders:1", "fp", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 1<<10)
+	for i := range 100 {
+		key := fmt.Sprintf("k%03d", i)
+		if ack, err := qb.Enqueue(ctx, queue.Entry{Route: "q", Key: key, Fingerprint: "fp", FirstSeen: time.Now()}, 1000); err != nil || ack.State != queue.Enqueued {
+			t.Fatalf("Enqueue %s = %+v, %v", key, ack, err)
+		}
+		ls, err := qb.Read(ctx, "q", 0, "c", 1, time.Second)
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("Read = %+v, %v", ls, err)
+		}
+		j, ok, err := qb.Begin(ctx, ls[0])
+		if err != nil || !ok {
+			t.Fatalf("Begin = %v, %v", ok, err)
+		}
+		s := queue.Settlement{Kind: queue.SettleDelivered, Retention: time.Hour, Outcome: store.Outcome{Status: 200, Body: body}}
+		if got, err := qb.Settle(ctx, "c", j, s); err != nil || got != queue.Recorded {
+			t.Fatalf("Settle = %v, %v", got, err)
+		}
+	}
+	if used := keys.Bytes() + mem.Bytes(); mem.Bytes() == 0 || used > int64(cfg.Store.Memory.MaxBytes) {
+		t.Fatalf("the queue's keys take %d bytes and the store's %d, over the %d budget", keys.Bytes(), mem.Bytes(), cfg.Store.Memory.MaxBytes)
+	}
+	if n := testutil.ToFloat64(m.StoreEvictions); n < 30 {
+		t.Fatalf("webhook_store_evictions_total = %v after 100KiB of finished keys in a 64KiB budget", n)
 	}
 }
