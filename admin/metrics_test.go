@@ -53,6 +53,11 @@ routes:
 	m.SetQueueStats("orders", 0, 0, 0)
 	m.SetDLQFill("orders", 0)
 	m.QueueDelay("orders", 0.01)
+	// The route controls' series, as the server's refresh, a breaker
+	// transition and a pace wait make them.
+	m.SetRouteControl("orders", true, false, true, false)
+	m.BreakerTransition("orders", "open")
+	m.PaceWait("orders", 0.05)
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
