@@ -31,6 +31,11 @@ type Record struct {
 	// ProbeUntil is when the probe under way, if any, is given up (Unix
 	// ms): until then no other try goes; 0: no probe.
 	ProbeUntil int64
+	// SyncSeen and QueueSeen are when an instance last ran the route as a
+	// sync route and as a queue route (Unix ms, refreshed about once a
+	// minute; 0: never): the records of that mode may hold the route's
+	// finished keys for its retention after.
+	SyncSeen, QueueSeen int64
 }
 
 // Store keeps every route's Record. Implemented by Memory and Redis;

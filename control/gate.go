@@ -15,7 +15,8 @@ type Gate struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Fresh is how long a loaded record is trusted before it is loaded
-	// again; 0 means DefaultFresh.
+	// again; 0 means DefaultFresh, a negative value no trust at all (every
+	// step reads the store).
 	Fresh time.Duration
 	// OnTransition, if set, is called when this instance opens or closes
 	// a route's breaker (to is "open" or "closed").
@@ -62,7 +63,7 @@ func (g *Gate) record(ctx context.Context, route string) (Record, error) {
 	g.mu.Lock()
 	c, ok := g.cache[route]
 	g.mu.Unlock()
-	if ok && now.Sub(c.at) < g.fresh() {
+	if ok && g.Fresh >= 0 && now.Sub(c.at) < g.fresh() {
 		return c.rec, nil
 	}
 	return g.load(ctx, route)
@@ -322,4 +323,64 @@ func (g *Gate) Take(ctx context.Context, route string, p Pace, n int) (int, time
 		return 0, 0, fmt.Errorf("control: route %s: pace: %w", route, err)
 	}
 	return got, wait, nil
+}
+
+// seenEvery is how often an instance records that it runs a route in
+// its mode: Seen writes only when the stored time is older.
+const seenEvery = time.Minute
+
+// Seen records that this instance runs route as a queue route (queued)
+// or as a sync route, now (a write only when the stored time is a minute
+// old or more).
+func (g *Gate) Seen(ctx context.Context, route string, queued bool) error {
+	now := ms(g.now())
+	_, _, err := g.change(ctx, route, func(r Record) (Record, bool) {
+		seen := &r.SyncSeen
+		if queued {
+			seen = &r.QueueSeen
+		}
+		if now-*seen < seenEvery.Milliseconds() {
+			return r, false
+		}
+		*seen = now
+		return r, true
+	})
+	return err
+}
+
+// OtherMode reports whether route ran in the other mode than queued, on
+// any instance sharing the store, recently enough that the other mode's
+// records may hold finished keys of it: within retention (plus the
+// minute Seen may lag) of the last time it was seen so. A route that
+// runs as a queue route then also looks a new key up in the sync
+// records, and the reverse, so that a retry of an event the other mode
+// finished is not delivered again, whichever instance gets it and
+// whether or not it restarted since.
+func (g *Gate) OtherMode(ctx context.Context, route string, queued bool, retention time.Duration) (bool, error) {
+	rec, err := g.record(ctx, route)
+	if err != nil {
+		return false, err
+	}
+	other := rec.QueueSeen
+	if queued {
+		other = rec.SyncSeen
+	}
+	return other != 0 && ms(g.now()) < other+(retention+seenEvery).Milliseconds(), nil
+}
+
+// Announce records that this instance is about to run route as a queue
+// route (queued) or a sync route (Seen), and returns how long to wait
+// before doing so: when the route ran in the other mode recently, the
+// other instances must first learn of this one (they read the record
+// again within Fresh), so that none of them misses the new mode's
+// records; 0 otherwise.
+func (g *Gate) Announce(ctx context.Context, route string, queued bool, retention time.Duration) (time.Duration, error) {
+	if err := g.Seen(ctx, route, queued); err != nil {
+		return 0, err
+	}
+	other, err := g.OtherMode(ctx, route, queued, retention)
+	if err != nil || !other || g.Fresh < 0 {
+		return 0, err
+	}
+	return g.fresh(), nil
 }

@@ -14,7 +14,8 @@ import (
 // Redis keeps the records in Redis, shared by every instance:
 //
 //	PREFIX webhook_control:{ROUTE}  hash: v (version), paused, fails,
-//	                                open, probe (Unix ms; absent: 0)
+//	                                open, probe, sync, queue (Unix ms;
+//	                                absent: 0)
 //	PREFIX webhook_pace:{ROUTE}     the pace: when the next try may go
 //	                                (us, the Redis server's clock)
 //
@@ -51,11 +52,11 @@ func fail(op string, err error) error {
 func (r *Redis) Load(ctx context.Context, route string) (Record, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	v, err := r.client.HMGet(ctx, r.key(route), "v", "paused", "fails", "open", "probe").Result()
+	v, err := r.client.HMGet(ctx, r.key(route), "v", "paused", "fails", "open", "probe", "sync", "queue").Result()
 	if err != nil {
 		return Record{}, fail("load", err)
 	}
-	var n [5]int64
+	var n [7]int64
 	for i, f := range v {
 		if f == nil {
 			continue
@@ -67,16 +68,17 @@ func (r *Redis) Load(ctx context.Context, route string) (Record, error) {
 		}
 		n[i] = x
 	}
-	return Record{Version: n[0], PausedAt: n[1], Failures: n[2], OpenUntil: n[3], ProbeUntil: n[4]}, nil
+	return Record{Version: n[0], PausedAt: n[1], Failures: n[2], OpenUntil: n[3], ProbeUntil: n[4], SyncSeen: n[5], QueueSeen: n[6]}, nil
 }
 
 // swapScript: KEYS: the record. ARGV: the version expected, then paused,
-// fails, open, probe. Reply: 1 swapped, 0 the version differs.
+// fails, open, probe, sync, queue. Reply: 1 swapped, 0 the version
+// differs.
 var swapScript = redis.NewScript(`
 if tonumber(redis.call('HGET', KEYS[1], 'v') or '0') ~= tonumber(ARGV[1]) then
   return 0
 end
-redis.call('HSET', KEYS[1], 'v', tonumber(ARGV[1]) + 1, 'paused', ARGV[2], 'fails', ARGV[3], 'open', ARGV[4], 'probe', ARGV[5])
+redis.call('HSET', KEYS[1], 'v', tonumber(ARGV[1]) + 1, 'paused', ARGV[2], 'fails', ARGV[3], 'open', ARGV[4], 'probe', ARGV[5], 'sync', ARGV[6], 'queue', ARGV[7])
 return 1
 `)
 
@@ -84,7 +86,7 @@ return 1
 func (r *Redis) Swap(ctx context.Context, route string, old, next Record) (bool, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	n, err := swapScript.Run(ctx, r.client, []string{r.key(route)}, old.Version, next.PausedAt, next.Failures, next.OpenUntil, next.ProbeUntil).Int()
+	n, err := swapScript.Run(ctx, r.client, []string{r.key(route)}, old.Version, next.PausedAt, next.Failures, next.OpenUntil, next.ProbeUntil, next.SyncSeen, next.QueueSeen).Int()
 	if err != nil {
 		return false, fail("swap", err)
 	}

@@ -285,7 +285,7 @@ var (
 	preDuplicates = []string{OutcomeInFlight, OutcomeConflict}
 	// lockReleaseReasons and finishDeferredResults are created at 0
 	// (FinishGaveUp takes increase() of result="gave_up").
-	lockReleaseReasons    = []string{"timeout", "unreachable", "upstream_status", "client_closed", "expired", "dead_lettered"}
+	lockReleaseReasons    = []string{"timeout", "unreachable", "upstream_status", "client_closed", "expired", "dead_lettered", "queued"}
 	finishDeferredResults = []string{"deferred", "recorded", "not_owner", "gave_up"}
 )
 

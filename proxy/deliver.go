@@ -271,7 +271,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	g.checkAttempts(d)
 	// A route a reload turned from queue into sync: a key new to the
 	// store may be one the queue delivered or dead-lettered (queue.go).
-	if g.fromQueue.covers(rt.Name, d.start) {
+	if g.otherMode(d) {
 		if done, err := g.queueRecord(d, k); done {
 			return err
 		}

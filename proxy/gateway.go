@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/control"
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
@@ -65,6 +66,10 @@ type Options struct {
 	// Breaker holds the sync routes' circuit breakers (control.Gate). Nil:
 	// a route's breaker setting is ignored.
 	Breaker Breaker
+	// Modes records each route's delivery mode and tells whether it ran
+	// in the other one recently (control.Gate over the store). Nil: this
+	// process's memory only.
+	Modes ModeHistory
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's zero value.
@@ -82,13 +87,12 @@ type Gateway struct {
 	queue   Queue        // nil: no queue routes
 	breaker Breaker      // nil: no breakers
 	store   store.Store
-	// readsSync and fromSync: see Options.QueueReadsSyncRecords.
+	// readsSync: see Options.QueueReadsSyncRecords.
 	readsSync bool
-	fromSync  switched
-	// fromQueue: the routes a reload turned from queue into sync, whose
-	// copies the store does not know are looked up in the queue's records
-	// (queueRecord), for the old route's retention after the switch.
-	fromQueue switched
+	// modes: see Options.Modes. A route that ran in the other mode
+	// recently has the copies its own records do not know looked up in
+	// the other mode's records (syncRecord, queueRecord).
+	modes ModeHistory
 
 	writeTimeout time.Duration
 
@@ -108,7 +112,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 		breaker:      o.Breaker,
 		store:        o.Store,
 		readsSync:    o.QueueReadsSyncRecords,
-		fromQueue:    switched{toSync: true},
+		modes:        o.Modes,
 		writeTimeout: o.WriteTimeout,
 	}
 	if g.writeTimeout <= 0 {
@@ -120,6 +124,9 @@ func New(cfg *config.Config, o Options) *Gateway {
 	g.access = o.AccessLog
 	if g.access == nil {
 		g.access = g.log
+	}
+	if g.modes == nil {
+		g.modes = control.NewGate(control.NewMemory())
 	}
 	g.guard = dedupe.NewGuard(o.Store, cfg.Dedupe.CacheSize, cfg.Dedupe.Window, o.Metrics, g.log)
 	g.Reload(cfg)
@@ -140,10 +147,8 @@ func (g *Gateway) Reload(cfg *config.Config) {
 			s.Start(g.log.With("route", cfg.Routes[i].Name))
 		}
 	}
+	g.announce(cfg)
 	if old := g.tbl.Swap(t); old != nil {
-		now := time.Now()
-		g.fromSync.note(old.cfg, cfg, now)
-		g.fromQueue.note(old.cfg, cfg, now)
 		old.close()
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/control"
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/queue"
@@ -55,9 +55,17 @@ func (g *Gateway) queued(d *delivery) error {
 		}
 		return g.duplicate(d, adm)
 	}
-	if !g.readsSync && g.fromSync.covers(rt.Name, d.start) {
-		if done, err := g.syncRecord(d); done {
-			return err
+	if !g.readsSync && g.otherMode(d) {
+		if shadow {
+			if done, err := g.syncRecord(d); done {
+				return err
+			}
+		} else {
+			release, done, err := g.syncHold(d)
+			if done {
+				return err
+			}
+			defer release()
 		}
 	}
 	// The replay guard: the signed request is recorded under this key
@@ -259,56 +267,43 @@ func retryAfterHeader(ans Answer) time.Duration {
 	return time.Duration(min(s, 86400)) * time.Second
 }
 
-// switched remembers, for each route a reload of this process turned
-// from one delivery into the other (fromSync: sync into queue; fromQueue,
-// toSync set: queue into sync), until when the old delivery's records may
-// still hold finished keys of it: the switch plus the old route's
-// retention. Read on every delivery of such a route, written at reloads
-// only.
-type switched struct {
-	toSync bool
-	until  atomic.Pointer[map[string]time.Time]
+// ModeHistory tells whether a route ran in the other delivery mode
+// recently, on any instance sharing the store (control.Gate): its
+// records may then hold finished keys of the route.
+type ModeHistory interface {
+	Announce(ctx context.Context, route string, queued bool, retention time.Duration) (time.Duration, error)
+	OtherMode(ctx context.Context, route string, queued bool, retention time.Duration) (bool, error)
 }
 
-// note records the routes that had the old delivery in old and the new
-// one in cfg, and keeps the earlier ones still within their time.
-func (f *switched) note(old, cfg *config.Config, now time.Time) {
-	was := map[string]time.Duration{}
-	for i := range old.Routes {
-		if r := &old.Routes[i]; r.Queued() == f.toSync {
-			was[r.Name] = r.Retention
-		}
-	}
-	prev := f.until.Load()
-	next := map[string]time.Time{}
+var _ ModeHistory = (*control.Gate)(nil)
+
+// otherMode reports whether the delivery's route ran in the other mode
+// recently enough for that mode's records to hold its key. When that
+// cannot be told the answer is yes: the lookup then tells the store is
+// down.
+func (g *Gateway) otherMode(d *delivery) bool {
+	other, err := g.modes.OtherMode(d.in.context(), d.rt.Name, d.rt.Queued(), d.rt.Retention)
+	return other || err != nil
+}
+
+// announce records the delivery mode of each of cfg's routes before
+// they serve, and waits, when a route ran in the other mode recently,
+// until every instance reads the new one.
+func (g *Gateway) announce(cfg *config.Config) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wait time.Duration
 	for i := range cfg.Routes {
 		r := &cfg.Routes[i]
-		if r.Queued() == f.toSync {
-			continue
+		w, err := g.modes.Announce(ctx, r.Name, r.Queued(), r.Retention)
+		if err != nil {
+			g.log.Warn("could not record the route's delivery mode in the store; the other instances learn it once the store answers", "route", r.Name, "error", err)
 		}
-		if ret, ok := was[r.Name]; ok {
-			next[r.Name] = now.Add(ret)
-		} else if prev != nil {
-			if t, ok := (*prev)[r.Name]; ok && now.Before(t) {
-				next[r.Name] = t
-			}
-		}
+		wait = max(wait, w)
 	}
-	if len(next) == 0 && prev == nil {
-		return
+	if wait > 0 {
+		time.Sleep(wait)
 	}
-	f.until.Store(&next)
-}
-
-// covers reports whether route had the old delivery recently enough, at
-// t, for the old delivery's records to hold finished keys of it.
-func (f *switched) covers(route string, t time.Time) bool {
-	m := f.until.Load()
-	if m == nil {
-		return false
-	}
-	until, ok := (*m)[route]
-	return ok && t.Before(until)
 }
 
 // syncRecord answers a copy, on a queue route that was a sync route, of
@@ -341,6 +336,39 @@ func (g *Gateway) syncRecord(d *delivery) (done bool, err error) {
 		return true, g.inFlightDuplicate(d, "store", time.Second)
 	}
 	return false, nil
+}
+
+// syncHold claims the key in the sync store before a queue route that
+// ran as a sync route recently queues its event (the store does not read
+// the sync record in the enqueue's own step: Cluster, Kafka, memory). A
+// key the sync path finished gets its stored answer, one it is
+// forwarding 409 (done true). Otherwise the hold keeps every instance
+// still running the route as a sync route from forwarding the key while
+// this one queues it: such an instance claims the key only after release
+// and then finds the queue's record (queueRecord). Claiming first and
+// looking second on both sides means one of two copies arriving at once
+// always sees the other.
+func (g *Gateway) syncHold(d *delivery) (release func(), done bool, err error) {
+	labels := dedupe.Labels{Route: d.rt.Name, Key: d.key, RequestID: d.reqID, Metrics: d.rt.m}
+	k, adm := g.guard.Open(d.scoped, d.fp, d.gen, d.t.cfg.Dedupe.LockTTL, labels)
+	if adm.Verdict != dedupe.Proceed {
+		return nil, true, g.duplicate(d, adm)
+	}
+	ctx := d.in.context()
+	adm = k.Claim(ctx)
+	switch adm.Verdict {
+	case dedupe.Proceed:
+	case dedupe.Unavailable:
+		k.Done()
+		return nil, true, unavailable(ctx, storeUnavailable, adm.Err)
+	default:
+		k.Done()
+		return nil, true, g.duplicate(d, adm)
+	}
+	return func() {
+		k.Release(context.WithoutCancel(ctx), "queued")
+		k.Done()
+	}, false, nil
 }
 
 // QueueRecords reads a queue route's key as the queue's backend holds it,
@@ -379,8 +407,15 @@ func (g *Gateway) queueRecord(d *delivery, k *dedupe.Key) (done bool, err error)
 		}
 		k.Finish(context.WithoutCancel(ctx), out, d.attempt, d.rt.Retention)
 		return true, g.finishedDuplicate(d, "store", &out)
-	case queue.StateDeadLettered:
-		k.Release(context.WithoutCancel(ctx), "dead_lettered")
+	case queue.StateQueued, queue.StateDeadLettered:
+		// Still to be delivered by the queue (an instance that runs the
+		// route as a queue route), or dead-lettered: acknowledged as the
+		// queue route would, not forwarded.
+		reason := "dead_lettered"
+		if ks.State == queue.StateQueued {
+			reason = "queued"
+		}
+		k.Release(context.WithoutCancel(ctx), reason)
 		same := ks.Fingerprint == d.fp
 		d.rt.m.Duplicate("store", finishedOutcome(same))
 		if !same {

@@ -328,7 +328,7 @@ func startQueueYAML(t *testing.T, y string, env map[string]string) *qInstance {
 	// Every step reads the routes' shared control state afresh, so that a
 	// pause or a breaker change on one instance holds on the others at
 	// once.
-	in.Server, err = Start(cfg, Options{Logger: slog.New(slog.NewJSONHandler(in.log, nil)), Registry: in.reg, Version: "queue-test", ControlFresh: time.Nanosecond})
+	in.Server, err = Start(cfg, Options{Logger: slog.New(slog.NewJSONHandler(in.log, nil)), Registry: in.reg, Version: "queue-test", ControlFresh: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,7 +199,7 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		readsSync = r.ChecksSyncRecords()
 	}
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm,
-		QueueReadsSyncRecords: readsSync, Breaker: ctl})
+		QueueReadsSyncRecords: readsSync, Breaker: ctl, Modes: ctl})
 	opened.push(func() { qm.Close(0) })
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {

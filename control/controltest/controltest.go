@@ -24,12 +24,12 @@ func Run(t *testing.T, newStore func(t *testing.T) control.Store) {
 	})
 	t.Run("SwapComparesTheVersion", func(t *testing.T) {
 		s := newStore(t)
-		next := control.Record{PausedAt: 1, Failures: 2, OpenUntil: 3, ProbeUntil: 4}
+		next := control.Record{PausedAt: 1, Failures: 2, OpenUntil: 3, ProbeUntil: 4, SyncSeen: 5, QueueSeen: 6}
 		if ok, err := s.Swap(ctx, "r", control.Record{}, next); !ok || err != nil {
 			t.Fatalf("first Swap = %v, %v", ok, err)
 		}
 		got, _ := s.Load(ctx, "r")
-		if want := (control.Record{Version: 1, PausedAt: 1, Failures: 2, OpenUntil: 3, ProbeUntil: 4}); got != want {
+		if want := (control.Record{Version: 1, PausedAt: 1, Failures: 2, OpenUntil: 3, ProbeUntil: 4, SyncSeen: 5, QueueSeen: 6}); got != want {
 			t.Fatalf("after Swap: %+v, want %+v", got, want)
 		}
 		if ok, err := s.Swap(ctx, "r", control.Record{}, control.Record{Failures: 9}); ok || err != nil {
@@ -122,7 +122,7 @@ func newGates(t *testing.T, newStore func(t *testing.T) control.Store) (a, b *co
 	var seen []string
 	mk := func() *control.Gate {
 		g := control.NewGate(s)
-		g.Now, g.Fresh = clock.Now, time.Nanosecond
+		g.Now, g.Fresh = clock.Now, -1
 		g.OnTransition = func(route, to string) { mu.Lock(); seen = append(seen, route+":"+to); mu.Unlock() }
 		return g
 	}
@@ -271,6 +271,37 @@ func runGate(t *testing.T, newStore func(t *testing.T) control.Store) {
 		report(t, a, true, false)
 		if st, err := a.State(ctx, "r"); err != nil || st.Breaker != control.BreakerClosed {
 			t.Fatal(st, err)
+		}
+	})
+	t.Run("ModeHistory", func(t *testing.T) {
+		a, b, clock, _ := newGates(t, newStore)
+		const retention = time.Hour
+		if other, err := b.OtherMode(ctx, "r", true, retention); err != nil || other {
+			t.Fatalf("a route never run = %v, %v; want no other mode", other, err)
+		}
+		if err := a.Seen(ctx, "r", false); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []*control.Gate{a, b} {
+			if other, err := g.OtherMode(ctx, "r", true, retention); err != nil || !other {
+				t.Fatalf("run as sync, asked as a queue route = %v, %v; want the sync records looked up", other, err)
+			}
+			if other, _ := g.OtherMode(ctx, "r", false, retention); other {
+				t.Fatalf("run as sync, asked as a sync route: other mode")
+			}
+		}
+		// The route becomes a queue route: the sync records count for the
+		// retention (and the minute Seen may lag) after the last sync run.
+		if err := b.Seen(ctx, "r", true); err != nil {
+			t.Fatal(err)
+		}
+		clock.Add(retention + time.Minute - time.Millisecond)
+		if other, _ := a.OtherMode(ctx, "r", true, retention); !other {
+			t.Fatalf("just inside the retention after the switch: no other mode")
+		}
+		clock.Add(time.Millisecond)
+		if other, _ := a.OtherMode(ctx, "r", true, retention); other {
+			t.Fatalf("past the retention after the switch: still the other mode")
 		}
 	})
 	t.Run("PauseAndResume", func(t *testing.T) {

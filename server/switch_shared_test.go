@@ -1,0 +1,152 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clawgate/clawgate/store/redistest"
+)
+
+// Regression (issue 20): only the process that reloaded a route from sync
+// to queue knew of the switch, so an instance started afterwards with the
+// queue route (a restart, a new pod) queued and delivered again a retry
+// of an event the sync route had finished, on a Redis Cluster and on
+// Kafka (where the enqueue does not read the sync record itself). The
+// route's delivery modes are now recorded in the store, shared by every
+// instance and kept across restarts.
+func TestSwitchKnownAfterARestart(t *testing.T) {
+	for _, be := range []string{"cluster", "kafka"} {
+		t.Run(be, func(t *testing.T) {
+			up := newQUpstream(t)
+			var c qConf
+			switch be {
+			case "cluster":
+				c = qConf{redis: "CLUSTER"}
+			case "kafka":
+				c = qBackends[1].conf(t)
+			}
+			c.upstream = up.srv.URL
+			queued := strings.Replace(c.yaml(), "dedupe: { lock_ttl: 5s }", "dedupe: { lock_ttl: 5s, window: 1ms }", 1)
+			if be == "cluster" {
+				nodes := redistest.StartCluster(t)
+				queued = strings.Replace(queued, `addrs: ["CLUSTER"]`, `addrs: ["`+strings.Join(nodes, `", "`)+`"]`, 1)
+			}
+			syncY := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
+				"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+
+			a := startQueueYAML(t, syncY, nil)
+			if ans := qPost(a.url(), "before-1"); ans.status != 200 || ans.replayed {
+				t.Fatalf("on the sync route: %d %q", ans.status, ans.raw)
+			}
+			a.stop(time.Second)
+			// A new process, started with the queue route.
+			b := startQueueYAML(t, queued, nil)
+			ans := qPost(b.url(), "before-1")
+			if ans.status != 200 || !ans.replayed || !strings.Contains(ans.raw, `"upstream":200`) {
+				t.Fatalf("a retry of an event the sync route finished, on an instance started as a queue route: %d replayed=%v %q, want the stored 200 replayed", ans.status, ans.replayed, ans.raw)
+			}
+			if ans := qPost(b.url(), "after-1"); ans.status != 202 {
+				t.Fatalf("a new event: %d %q", ans.status, ans.raw)
+			}
+			up.waitCompleted(t, []string{"after-1"}, 10*time.Second)
+			b.stop(time.Second)
+			checkOnce(t, up, []string{"before-1", "after-1"})
+		})
+	}
+}
+
+// A route switched from sync to queue under load on two instances, one
+// reload after the other (a rolling config change): every event's copies
+// go to both instances all along, and each event reaches the upstream
+// exactly once, whichever mode each instance ran when its copies arrived.
+// On one Redis server (the enqueue's script reads the sync record) and a
+// Redis Cluster (the gateway reads it first).
+func TestModeSwitchUnderLoadWithTwoInstances(t *testing.T) {
+	for _, be := range []string{"redis", "cluster"} {
+		t.Run(be, func(t *testing.T) {
+			up := newQUpstream(t)
+			c := qConf{upstream: up.srv.URL}
+			switch be {
+			case "redis":
+				c.redis = redistest.Start(t)
+			case "cluster":
+				c.redis = "CLUSTER"
+			}
+			queued := c.yaml()
+			if be == "cluster" {
+				nodes := redistest.StartCluster(t)
+				queued = strings.Replace(queued, `addrs: ["CLUSTER"]`, `addrs: ["`+strings.Join(nodes, `", "`)+`"]`, 1)
+			}
+			syncY := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
+				"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+			a := startFile(t, syncY, nil)
+			b := startFile(t, syncY, nil)
+			urls := []string{"http://" + a.Addr().String() + "/webhook/order", "http://" + b.Addr().String() + "/webhook/order"}
+
+			// Three waves of events, each event's two copies sent to both
+			// instances together: before any switch, with a switched and
+			// b not, and after both switched.
+			var keys []string
+			var mu sync.Mutex
+			answers := map[string][]int{}
+			waves := 0
+			wave := func(n int) {
+				mu.Lock()
+				waves++
+				ks := qKeys(fmt.Sprintf("w%d-", waves), n)
+				mu.Unlock()
+				sent := qSendAll(ks, urls, 8)
+				mu.Lock()
+				for k, as := range sent.answers {
+					for _, a := range as {
+						answers[k] = append(answers[k], a.status)
+					}
+				}
+				keys = append(keys, ks...)
+				mu.Unlock()
+			}
+			var load sync.WaitGroup
+			stop := make(chan struct{})
+			// Copies keep coming while the reloads happen.
+			load.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					wave(10)
+				}
+			})
+			wave(20)
+			a.rewrite(queued)
+			if err := a.Reload(a.path); err != nil {
+				t.Fatalf("reload a: %v", err)
+			}
+			wave(20)
+			b.rewrite(queued)
+			if err := b.Reload(b.path); err != nil {
+				t.Fatalf("reload b: %v", err)
+			}
+			wave(20)
+			close(stop)
+			load.Wait()
+			// Every copy was answered 2xx (the sync route's 200, the queue's
+			// 202 or a stored answer replayed).
+			for k, st := range answers {
+				for _, s := range st {
+					if s/100 != 2 {
+						t.Errorf("%s: a copy answered %d", k, s)
+					}
+				}
+			}
+			up.waitCompleted(t, keys, 30*time.Second)
+			a.stop(time.Second)
+			b.stop(time.Second)
+			checkOnce(t, up, keys)
+		})
+	}
+}
