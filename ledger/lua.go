@@ -177,7 +177,7 @@ local function key_begin(k, age, h, how, eid, tok, pos, owner)
   if owner then
     redis.call('HSET', k, 'owner', owner)
   end
-  return redis.call('HINCRBY', k, 'qa', 1), redis.call('HINCRBY', k, 'qt', 1)
+  return redis.call('HINCRBY', k, 'qa', 1), redis.call('HINCRBY', k, 'qt', 1), prev
 end
 `},
 	{"key_try", `
@@ -290,15 +290,16 @@ end
 `},
 	{"key_delete", `
 -- key_delete forgets the key: returns it as it was (HGETALL), its event
--- id and DLQ position (false: none); its event leaves the age zset.
+-- id, and whether it was dead-lettered with its DLQ position (false:
+-- none); its event leaves the age zset.
 local function key_delete(k, age)
   local h = redis.call('HGETALL', k)
-  local f = redis.call('HMGET', k, 'eid', 'dlq')
+  local f = redis.call('HMGET', k, 'eid', 'st', 'dlq')
   redis.call('DEL', k)
   if f[1] then
     redis.call('ZREM', age, f[1])
   end
-  return h, f[1], f[2]
+  return h, f[1], f[2] == DEAD, f[2] == DEAD and f[3]
 end
 `},
 }

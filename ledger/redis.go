@@ -18,13 +18,17 @@ import (
 // Everything about one route lives in one Cluster slot, tag
 // T = {kq:ROUTE}, so that every step is one Lua script:
 //
-//	PREFIX webhook_kkey:T<key>  hash: st (enq|queued|dead|done), eid, tok
-//	                            (live token), rt (the reserving token),
-//	                            fp, n (copies), first, last (ms), qa (tries
-//	                            this round), qt (tries in all), pos and
-//	                            owner (of the begun token), rec (encoded
-//	                            outcome, done), dlq (DLQ position), reason,
-//	                            status, err, died (ms) (dead)
+//	PREFIX webhook_kkey:T<key>  the key record, hash (the schema and its
+//	                            transitions are lua.go's, shared with the
+//	                            Redis Streams queue's webhook_qkey): st
+//	                            (enq|queued|dead|done), eid, tok (live
+//	                            token), rt (the reserving token), ptok
+//	                            (pending token), fp, n (copies), first,
+//	                            last (ms), qa (tries this round), qt
+//	                            (tries in all), pos and owner (of the
+//	                            begun token), rec (encoded outcome, done),
+//	                            dlq (DLQ position), reason, status, err,
+//	                            died (ms) (dead)
 //	PREFIX webhook_kage:T       zset eid -> first seen (ms): every
 //	                            undelivered event, for depth and lag
 //	PREFIX webhook_kdead:T      hash eid -> key: dead-lettered events not

@@ -28,15 +28,20 @@ const Group = "clawgate"
 // one event lives in its shard's Cluster slot, tag T = {q:ROUTE:SHARD},
 // so every state change is one Lua script:
 //
-//	PREFIX webhook_qkey:T<key>   hash: st (queued|dead|done), eid, tok, fp,
-//	                             n (copies), first, last (ms), qa (tries
-//	                             this round), qt (tries in all), ent (the
-//	                             stream entry last begun), rec
-//	                             (finished record); PX retention once
-//	                             finished or purged, no TTL before
-//	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; once
-//	                             dead-lettered also dlq (its DLQ entry id),
-//	                             reason, status, err, died, attempts
+//	PREFIX webhook_qkey:T<key>   the key record, hash (package ledger's
+//	                             schema, written by its Lua library): st
+//	                             (queued|dead|done), eid, tok, fp, n
+//	                             (copies), first, last (ms), qa (tries
+//	                             this round), qt (tries in all), pos (the
+//	                             stream entry that began the live token;
+//	                             ent in records of earlier releases), rec
+//	                             (finished record), and once dead-lettered
+//	                             dlq (its DLQ entry id), reason, status,
+//	                             err, died; PX retention once finished or
+//	                             purged, no TTL before
+//	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; events
+//	                             dead-lettered by earlier releases also
+//	                             dlq, reason, status, err, died, attempts
 //	PREFIX webhook_queue:T       stream of ready entries {e, t, k}, read by
 //	                             the consumer group "clawgate"
 //	PREFIX webhook_retry:T       zset "eid|tok|key" -> due (ms)
@@ -495,10 +500,12 @@ return 1
 	// DLQ); leftover entries are dropped by Begin or Settle.
 	// Reply: the key hash as it was (HGETALL).
 	deleteScript = ledger.Script(`
-local h, eid, pos = key_delete(KEYS[1], KEYS[2])
+local h, eid, dead, pos = key_delete(KEYS[1], KEYS[2])
 if eid then
   local ev = ARGV[1] .. eid
-  pos = pos or redis.call('HGET', ev, 'dlq')
+  if dead and not pos then
+    pos = redis.call('HGET', ev, 'dlq')
+  end
   if pos then
     redis.call('XDEL', KEYS[3], pos)
     if redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', ev, 'req')) < 0 then
