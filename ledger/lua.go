@@ -307,21 +307,24 @@ end
 // Script returns the Redis script that runs body after the functions of
 // the key record's Lua library it calls (and those they call), so that
 // every transport's step stays one script.
-func Script(body string) *redis.Script {
+func Script(body string) *redis.Script { return redis.NewScript(luaSource(body)) }
+
+// luaSource is Script's source: the library functions body calls, then
+// body.
+func luaSource(body string) string {
 	use := make([]bool, len(luaLib))
 	use[0] = true // the state names
-	calls := func(src, name string) bool { return strings.Contains(src, name+"(") }
 	// Each function comes after those it calls: walking back once finds
 	// every function used.
 	for i := len(luaLib) - 1; i > 0; i-- {
-		if calls(body, luaLib[i].name) {
+		if luaCalls(body, luaLib[i].name) {
 			use[i] = true
 		}
 		if !use[i] {
 			continue
 		}
 		for j := 1; j < i; j++ {
-			if calls(luaLib[i].src, luaLib[j].name) {
+			if luaCalls(luaLib[i].src, luaLib[j].name) {
 				use[j] = true
 			}
 		}
@@ -333,8 +336,11 @@ func Script(body string) *redis.Script {
 		}
 	}
 	b.WriteString(body)
-	return redis.NewScript(b.String())
+	return b.String()
 }
+
+// luaCalls reports whether src calls the library function name.
+func luaCalls(src, name string) bool { return strings.Contains(src, name+"(") }
 
 // ReadKeyHash reads a key hash (as HGETALL gives it) into the KeyState
 // the admin API shows; a hash with no state is absent. op and key name
