@@ -287,8 +287,8 @@ func shardProblems(t testing.TB, c redis.UniversalClient, prefix, route string, 
 			}
 			if len(inDLQ[eid]) != 1 {
 				bad("dead key %q: event %s is in the DLQ %d times, want once", name, eid, len(inDLQ[eid]))
-			} else if h["dlq"] != inDLQ[eid][0] {
-				bad("dead key %q: event %s: the key names DLQ entry %q, the DLQ holds it as %s", name, eid, h["dlq"], inDLQ[eid][0])
+			} else if h["dlq"] != inDLQ[eid][0] || ev["dlq"] != inDLQ[eid][0] {
+				bad("dead key %q: event %s: the key names DLQ entry %q and the event %q, the DLQ holds it as %s", name, eid, h["dlq"], ev["dlq"], inDLQ[eid][0])
 			}
 			if ttl >= 0 {
 				bad("dead key %q expires before it is purged (PTTL %v)", name, ttl)

@@ -39,9 +39,10 @@ const Group = "clawgate"
 //	                             dlq (its DLQ entry id), reason, status,
 //	                             err, died; PX retention once finished or
 //	                             purged, no TTL before
-//	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; events
-//	                             dead-lettered by earlier releases also
-//	                             dlq, reason, status, err, died, attempts
+//	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; dlq
+//	                             (its DLQ entry id) once dead-lettered;
+//	                             events dead-lettered by earlier releases
+//	                             also reason, status, err, died, attempts
 //	PREFIX webhook_queue:T       stream of ready entries {e, t, k}, read by
 //	                             the consumer group "clawgate"
 //	PREFIX webhook_retry:T       zset "eid|tok|key" -> due (ms)
@@ -442,6 +443,9 @@ elseif ARGV[5] == 'retry' then
 else
   local id = redis.call('XADD', KEYS[6], '*', 'e', eid)
   key_dead(KEYS[1], KEYS[5], eid, id, ARGV[8], ARGV[9], ARGV[10], ARGV[6])
+  -- the event's DLQ entry, on the event too: earlier releases, running
+  -- beside this one in a rolling upgrade, replay, purge and reset by it
+  redis.call('HSET', KEYS[2], 'dlq', id)
   redis.call('INCRBY', KEYS[7], redis.call('HSTRLEN', KEYS[2], 'req'))
 end
 return 1
