@@ -465,12 +465,14 @@ return #due
 `)
 	// KEYS: key hash, event, stream, dlq, age, dlq bytes. ARGV: eid, new
 	// tok, key. Reply: 1 replayed, 0 not in the DLQ (or purged: no body).
-	// A key dead-lettered by an earlier release keeps its DLQ position
-	// and details on the event hash: they are read and removed there.
+	// The DLQ entry is the event's dlq (written by every release; an
+	// earlier one may have dead-lettered the event again after replaying
+	// it, leaving the key's stale), and the details an earlier release
+	// kept on the event are removed there.
 	replayScript = ledger.Script(`
 local d = key_dead_at(KEYS[1], ARGV[1])
 local e = redis.call('HMGET', KEYS[2], 'dlq', 'req')
-local pos = d and (d[1] or e[1])
+local pos = d and (e[1] or d[1])
 if not pos or not e[2] then
   return 0
 end
@@ -487,7 +489,7 @@ return 1
 	// Reply: 1 purged, 0 not in the DLQ.
 	purgeScript = ledger.Script(`
 local d = key_dead_at(KEYS[1], ARGV[1])
-local pos = d and (d[1] or redis.call('HGET', KEYS[2], 'dlq'))
+local pos = d and (redis.call('HGET', KEYS[2], 'dlq') or d[1])
 if not pos then
   return 0
 end
@@ -507,8 +509,8 @@ return 1
 local h, eid, dead, pos = key_delete(KEYS[1], KEYS[2])
 if eid then
   local ev = ARGV[1] .. eid
-  if dead and not pos then
-    pos = redis.call('HGET', ev, 'dlq')
+  if dead then
+    pos = redis.call('HGET', ev, 'dlq') or pos
   end
   if pos then
     redis.call('XDEL', KEYS[3], pos)
@@ -524,14 +526,14 @@ return h
 	// hashes' names without the id, then event ids. Reply per event: {key,
 	// reason, status, attempts, err, first, died} ('' when unknown).
 	// Events dead-lettered by an earlier release keep the details on the
-	// event hash.
+	// event hash (this release never writes a reason there): those win.
 	dlqEntriesScript = ledger.Script(`
 local out = {}
 for i = 3, #ARGV do
   local eid = ARGV[i]
   local ev = redis.call('HMGET', ARGV[1] .. eid, 'key', 'reason', 'status', 'attempts', 'err', 'first', 'died')
   local e = ev[1] and key_dead_entry(ARGV[2] .. ev[1], eid)
-  if not e or e[1] == '' and ev[2] then
+  if ev[2] or not e then
     e = {ev[2] or '', ev[3] or '', ev[4] or '', ev[5] or '', ev[6] or '', ev[7] or ''}
   end
   out[#out + 1] = {ev[1] or '', e[1], e[2], e[3], e[4], e[5], e[6]}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -45,6 +46,32 @@ func oldDeadLetter(t *testing.T, b *Redis, c *redis.Client, key string, died tim
 		t.Fatal(err)
 	}
 	return j.EventID
+}
+
+// oldReplay replays a dead-lettered event as the earlier replay script
+// did: the DLQ entry found on the event hash, the key's own fields
+// untouched but for st, tok and qa.
+func oldReplay(t *testing.T, c *redis.Client, key, id string) {
+	t.Helper()
+	ctx := context.Background()
+	kh, ev := testKeyHash+key, testEvent+id
+	e, err := c.HMGet(ctx, ev, "dlq", "first", "req").Result()
+	if err != nil || e[0] == nil {
+		t.Fatalf("the event of %s: %v, %v", key, e, err)
+	}
+	req, _ := e[2].(string)
+	first, _ := strconv.ParseFloat(e[1].(string), 64)
+	pipe := c.TxPipeline()
+	pipe.XDel(ctx, "test:webhook_dlq:{q:hooks:0}", e[0].(string))
+	pipe.DecrBy(ctx, "test:webhook_dlq_bytes:{q:hooks:0}", int64(len(req)))
+	pipe.HDel(ctx, ev, "dlq", "reason", "status", "err", "died", "attempts")
+	pipe.HSet(ctx, kh, "st", "queued", "tok", "old-tok", "qa", 0)
+	pipe.Persist(ctx, kh)
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: testStream, Values: []string{"e", id, "t", "old-tok", "k", key}})
+	pipe.ZAdd(ctx, "test:webhook_age:{q:hooks:0}", redis.Z{Score: first, Member: id})
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // An event dead-lettered by an earlier release is listed with its
@@ -109,6 +136,26 @@ func TestRedisDeadLettersOfEarlierReleases(t *testing.T) {
 		if a := mustEnqueue(t, b, testEntry("old", "fp"), 100); a.State != Pending || !a.Dead {
 			t.Fatalf("a copy of the purged key: %+v", a)
 		}
+	})
+	// Dead-lettered by this release, replayed and dead-lettered again by
+	// an earlier one in a rolling upgrade: the key keeps the first
+	// dead-letter's fields, the event names the live DLQ entry and
+	// details.
+	t.Run("dead again by an earlier release", func(t *testing.T) {
+		b, c, check := newInvariantRedis(t)
+		id := deadLetter(t, b, "k", died.Add(-time.Hour))
+		oldReplay(t, c, "k", id)
+		oldDeadLetter(t, b, c, "k", died)
+		list, _, err := b.ListDLQ(ctx, testRoute, "", 10)
+		if err != nil || len(list) != 1 || list[0].Reason != "rejected:422" || !list[0].DiedAt.Equal(died) {
+			t.Fatalf("ListDLQ = %+v, %v", list, err)
+		}
+		if err := b.Replay(ctx, testRoute, id); err != nil {
+			t.Fatal(err)
+		}
+		wantDLQ(t, b, 0, 0)
+		mustSettle(t, b, "c", mustBegin(t, b, readOne(t, b, "c")), delivered(200, "", "fp"), Recorded)
+		check("the delivery")
 	})
 	t.Run("deleted", func(t *testing.T) {
 		b, _, check, _ := setup(t)
