@@ -3,8 +3,10 @@
 // finished, which token and try are live, and the counters, with a
 // memory implementation (one process) and a Redis one (single server,
 // Sentinel, Cluster: a route's keys share one slot). Today the Kafka queue
-// (queue.backend: kafka) keeps its keys here. Package ledgertest holds the
-// conformance suite every implementation runs.
+// (queue.backend: kafka) keeps its keys here, and the Redis Streams queue
+// keeps its key records in the same Redis schema through this package's
+// Lua library (Script). Package ledgertest holds the conformance suite
+// every implementation runs.
 package ledger
 
 import (

@@ -183,11 +183,11 @@ end
 	{"key_try", `
 -- key_try checks that (eid, tok) is the key's live try, begun by owner
 -- when owner is given: nil when it is; else -1 (stale: the key moved on)
--- or 0 (another owner began it). With next, a key whose token is next
--- already (its retry record was adopted) answers 1.
-local function key_try(k, eid, tok, owner, next)
+-- or 0 (another owner began it). With adopted, a key whose token is
+-- adopted already (a retry record carrying it was begun) answers 1.
+local function key_try(k, eid, tok, owner, adopted)
   local h = redis.call('HMGET', k, 'st', 'eid', 'tok', 'owner')
-  if next and h[1] == QUEUED and h[2] == eid and h[3] == next then
+  if adopted and h[1] == QUEUED and h[2] == eid and h[3] == adopted then
     return 1
   end
   if h[1] ~= QUEUED or h[2] ~= eid or h[3] ~= tok then
@@ -199,15 +199,21 @@ local function key_try(k, eid, tok, owner, next)
   return nil
 end
 `},
+	{"key_pend", `
+-- key_pend makes tok the key's pending token, adopted by key_begin.
+local function key_pend(k, tok)
+  redis.call('HSET', k, 'ptok', tok)
+end
+`},
 	{"key_intend", `
--- key_intend records next as the pending token of owner's try: 1, or
+-- key_intend records pending as the pending token of owner's try: 1, or
 -- key_try's code (nothing changed).
-local function key_intend(k, eid, tok, owner, next)
+local function key_intend(k, eid, tok, owner, pending)
   local c = key_try(k, eid, tok, owner)
   if c then
     return c
   end
-  redis.call('HSET', k, 'ptok', next)
+  key_pend(k, pending)
   return 1
 end
 `},
@@ -245,12 +251,6 @@ local function key_dead_at(k, eid)
     return nil
   end
   return {h[3], h[4]}
-end
-`},
-	{"key_pend", `
--- key_pend makes tok the key's pending token, adopted by key_begin.
-local function key_pend(k, tok)
-  redis.call('HSET', k, 'ptok', tok)
 end
 `},
 	{"key_dead_entry", `

@@ -221,11 +221,11 @@ return {1, qa, qt, h[5] or '', h[6] or '', prev}
 	//   dead:  dlq pos, reason, status, error, died ms
 	// Reply: 1 recorded, 0 not the owner, -1 stale (nothing changed).
 	ledgerSettleScript = Script(`
-local next = nil
+local adopted = nil
 if ARGV[4] == 'retry' then
-  next = ARGV[6]
+  adopted = ARGV[6]
 end
-local c = key_try(KEYS[1], ARGV[1], ARGV[2], ARGV[3], next)
+local c = key_try(KEYS[1], ARGV[1], ARGV[2], ARGV[3], adopted)
 if c then
   return c
 end
