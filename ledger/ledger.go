@@ -4,10 +4,12 @@
 // memory implementation (one process) and a Redis one (single server,
 // Sentinel, Cluster: a route's keys share one slot). Today the Kafka queue
 // (queue.backend: kafka, in Memory or Redis) and the memory queue (in a
-// Memory of its own) keep their keys here, so a queue transport keeps only
-// its events and their positions. Memory also bounds the finished keys it
-// remembers by a byte budget. Package ledgertest holds the conformance
-// suite every implementation runs.
+// Memory of its own) keep their keys here, and the Redis Streams queue
+// keeps its key records in the same Redis schema through this package's
+// Lua library (Script), so a queue transport keeps only its events and
+// their positions. Memory also bounds the finished keys it remembers by a
+// byte budget. Package ledgertest holds the conformance suite every
+// implementation runs.
 package ledger
 
 import (

@@ -18,13 +18,17 @@ import (
 // Everything about one route lives in one Cluster slot, tag
 // T = {kq:ROUTE}, so that every step is one Lua script:
 //
-//	PREFIX webhook_kkey:T<key>  hash: st (enq|queued|dead|done), eid, tok
-//	                            (live token), rt (the reserving token),
-//	                            fp, n (copies), first, last (ms), qa (tries
-//	                            this round), qt (tries in all), pos and
-//	                            owner (of the begun token), rec (encoded
-//	                            outcome, done), dlq (DLQ position), reason,
-//	                            status, err, died (ms) (dead)
+//	PREFIX webhook_kkey:T<key>  the key record, hash (the schema and its
+//	                            transitions are lua.go's, shared with the
+//	                            Redis Streams queue's webhook_qkey): st
+//	                            (enq|queued|dead|done), eid, tok (live
+//	                            token), rt (the reserving token), ptok
+//	                            (pending token), fp, n (copies), first,
+//	                            last (ms), qa (tries this round), qt
+//	                            (tries in all), pos and owner (of the
+//	                            begun token), rec (encoded outcome, done),
+//	                            dlq (DLQ position), reason, status, err,
+//	                            died (ms) (dead)
 //	PREFIX webhook_kage:T       zset eid -> first seen (ms): every
 //	                            undelivered event, for depth and lag
 //	PREFIX webhook_kdead:T      hash eid -> key: dead-lettered events not
@@ -176,186 +180,99 @@ func (l *Redis) evalSlice(ctx context.Context, op string, s *redis.Script, keys 
 var (
 	// KEYS: key hash, age. ARGV: eid, tok, fp, first ms, lease ms, max
 	// depth, now ms.
-	// Reply: {0, 1} reserved; {1, n, st, eid, fp} known; {2, n, rec}
-	// finished; {3} full.
-	ledgerReserveScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'fp', 'rec')
-if not h[1] then
-  local cap = tonumber(ARGV[6]) or 0
-  if cap < 0 or cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
-    return {3}
-  end
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'st', 'enq', 'eid', ARGV[1], 'tok', ARGV[2], 'rt', ARGV[2], 'fp', ARGV[3],
-    'n', 1, 'first', ARGV[4], 'last', ARGV[4], 'qa', 0, 'qt', 0)
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
-  return {0, 1}
+	// Reply: {0, 1} reserved; key_seen's {1, n, st, eid, fp} or {2, n,
+	// rec} known; {3} full.
+	ledgerReserveScript = Script(`
+local r = key_seen(KEYS[1], ARGV[7])
+if r then
+  return r
 end
-local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-redis.call('HSET', KEYS[1], 'last', ARGV[7])
-if h[1] == 'done' then
-  return {2, n, h[4] or ''}
+local cap = tonumber(ARGV[6]) or 0
+if cap < 0 or cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
+  return {3}
 end
-return {1, n, h[1], h[2] or '', h[3] or ''}
+key_reserve(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+return {0, 1}
 `)
 	// KEYS: key hash, age. ARGV: tok. Reply: 1 confirmed (or adopted
 	// already), 0 gone or replaced.
-	ledgerConfirmScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'rt', 'first')
-if not h[1] or h[3] ~= ARGV[1] then
-  return 0
-end
-if h[1] == 'enq' then
-  redis.call('HSET', KEYS[1], 'st', 'queued')
-  redis.call('PERSIST', KEYS[1])
-  redis.call('ZADD', KEYS[2], tonumber(h[4]) or 0, h[2] or '')
-end
-return 1
-`)
+	ledgerConfirmScript = Script(`return key_confirm(KEYS[1], KEYS[2], ARGV[1])`)
 	// KEYS: key hash. ARGV: tok. Reply: 1 removed, 0 left alone.
-	ledgerAbortScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'tok')
-if h[1] ~= 'enq' or h[2] ~= ARGV[1] then
-  return 0
-end
-redis.call('DEL', KEYS[1])
-return 1
-`)
+	ledgerAbortScript = Script(`return key_abort(KEYS[1], ARGV[1])`)
 	// KEYS: key hash, age, dead. ARGV: eid, tok, pos, owner.
-	// Reply: {0} leftover; {1, qa, qt, fp, first}.
-	ledgerBeginScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'pos', 'fp', 'first', 'ptok', 'owner')
-if h[2] ~= ARGV[1] or ARGV[2] == '' then
+	// Reply: {0} leftover; {1, qa, qt, fp, first, previous owner}.
+	ledgerBeginScript = Script(`
+local how, h = key_can_begin(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+if not how then
   return {0}
 end
-local prev = ''
-if (h[1] == 'queued' or h[1] == 'enq') and h[3] == ARGV[2] then
-  if h[4] and h[4] ~= '' and h[4] ~= ARGV[3] then
-    return {0}
-  end
-  if h[4] == ARGV[3] then
-    prev = h[8] or ''
-  end
-  if h[1] == 'enq' then
-    redis.call('HSET', KEYS[1], 'st', 'queued')
-    redis.call('PERSIST', KEYS[1])
-    redis.call('ZADD', KEYS[2], tonumber(h[6]) or 0, ARGV[1])
-  end
-  -- the live record won: a retry record still being settled is a leftover
-  redis.call('HDEL', KEYS[1], 'ptok')
-elseif (h[1] == 'queued' or h[1] == 'dead') and h[7] == ARGV[2] then
-  -- a retry or replay record read before its settlement was recorded
-  if h[1] == 'dead' then
-    redis.call('HSET', KEYS[1], 'st', 'queued', 'qa', 0)
-    redis.call('HDEL', KEYS[1], 'dlq', 'reason', 'status', 'err', 'died')
-    redis.call('PERSIST', KEYS[1])
-    redis.call('ZADD', KEYS[2], tonumber(h[6]) or 0, ARGV[1])
-    redis.call('HDEL', KEYS[3], ARGV[1])
-  end
-  redis.call('HSET', KEYS[1], 'tok', ARGV[2])
-  redis.call('HDEL', KEYS[1], 'ptok')
-else
-  return {0}
+if h[1] == DEAD then
+  redis.call('HDEL', KEYS[3], ARGV[1])
 end
-redis.call('HSET', KEYS[1], 'pos', ARGV[3], 'owner', ARGV[4])
-local qa = redis.call('HINCRBY', KEYS[1], 'qa', 1)
-local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
+local qa, qt, prev = key_begin(KEYS[1], KEYS[2], h, how, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 return {1, qa, qt, h[5] or '', h[6] or '', prev}
 `)
 	// KEYS: key hash. ARGV: eid, tok, owner, next.
 	// Reply: 1 recorded, 0 not the owner, -1 stale (nothing changed).
-	ledgerIntendScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'owner')
-if h[1] ~= 'queued' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then
-  return -1
-end
-if (h[4] or '') ~= ARGV[3] then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'ptok', ARGV[4])
-return 1
-`)
+	ledgerIntendScript = Script(`return key_intend(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])`)
 	// KEYS: key hash, age, dead. ARGV: eid, tok, owner, kind, key, then
 	//   done:  rec, retention ms
 	//   retry: new tok
 	//   dead:  dlq pos, reason, status, error, died ms
 	// Reply: 1 recorded, 0 not the owner, -1 stale (nothing changed).
-	ledgerSettleScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'owner')
-if ARGV[4] == 'retry' and h[1] == 'queued' and h[2] == ARGV[1] and h[3] == ARGV[6] then
-  return 1 -- its retry record was read and adopted first
+	ledgerSettleScript = Script(`
+local adopted = nil
+if ARGV[4] == 'retry' then
+  adopted = ARGV[6]
 end
-if h[1] ~= 'queued' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then
-  return -1
+local c = key_try(KEYS[1], ARGV[1], ARGV[2], ARGV[3], adopted)
+if c then
+  return c
 end
-if (h[4] or '') ~= ARGV[3] then
-  return 0
-end
-redis.call('HDEL', KEYS[1], 'ptok')
 if ARGV[4] == 'done' then
-  redis.call('HSET', KEYS[1], 'st', 'done', 'rec', ARGV[6])
-  redis.call('HDEL', KEYS[1], 'tok', 'pos', 'owner')
-  redis.call('PEXPIRE', KEYS[1], ARGV[7])
-  redis.call('ZREM', KEYS[2], ARGV[1])
+  key_finish(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7])
 elseif ARGV[4] == 'retry' then
-  redis.call('HSET', KEYS[1], 'tok', ARGV[6])
-  redis.call('HDEL', KEYS[1], 'pos', 'owner')
+  key_retry(KEYS[1], ARGV[6])
 else
-  redis.call('HSET', KEYS[1], 'st', 'dead', 'dlq', ARGV[6], 'reason', ARGV[7], 'status', ARGV[8], 'err', ARGV[9], 'died', ARGV[10])
-  redis.call('HDEL', KEYS[1], 'tok', 'pos', 'owner')
-  redis.call('ZREM', KEYS[2], ARGV[1])
+  key_dead(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
 end
 return 1
 `)
 	// KEYS: dead. ARGV: eid, key hash prefix, pending token ("": none).
 	// Reply: {0} not dead-lettered; {1, key, dlq pos}.
-	ledgerDeadScript = redis.NewScript(`
+	ledgerDeadScript = Script(`
 local k = redis.call('HGET', KEYS[1], ARGV[1])
-if not k then
-  return {0}
-end
-local h = redis.call('HMGET', ARGV[2] .. k, 'st', 'eid', 'dlq')
-if h[1] ~= 'dead' or h[2] ~= ARGV[1] then
+local d = k and key_dead_at(ARGV[2] .. k, ARGV[1])
+if not d then
   return {0}
 end
 if ARGV[3] ~= '' then
-  redis.call('HSET', ARGV[2] .. k, 'ptok', ARGV[3])
+  key_pend(ARGV[2] .. k, ARGV[3])
 end
-return {1, k, h[3] or ''}
+return {1, k, d[1] or ''}
 `)
 	// KEYS: dead, age. ARGV: eid, dlq pos, tok, key hash prefix.
 	// Reply: 1 replayed, 0 not dead-lettered at that position.
-	ledgerReplayScript = redis.NewScript(`
+	ledgerReplayScript = Script(`
 local k = redis.call('HGET', KEYS[1], ARGV[1])
-if not k then
+local d = k and key_dead_at(ARGV[4] .. k, ARGV[1])
+if not d or (d[1] or '') ~= ARGV[2] then
   return 0
 end
-local kh = ARGV[4] .. k
-local h = redis.call('HMGET', kh, 'st', 'eid', 'dlq', 'first')
-if h[1] ~= 'dead' or h[2] ~= ARGV[1] or (h[3] or '') ~= ARGV[2] then
-  return 0
-end
-redis.call('HSET', kh, 'st', 'queued', 'tok', ARGV[3], 'qa', 0)
-redis.call('HDEL', kh, 'pos', 'owner', 'ptok', 'dlq', 'reason', 'status', 'err', 'died')
-redis.call('PERSIST', kh)
-redis.call('ZADD', KEYS[2], tonumber(h[4]) or 0, ARGV[1])
+key_replay(ARGV[4] .. k, KEYS[2], ARGV[1], ARGV[3], d[2])
 redis.call('HDEL', KEYS[1], ARGV[1])
 return 1
 `)
 	// KEYS: dead. ARGV: eid, retention ms, key hash prefix.
 	// Reply: 1 purged, 0 not dead-lettered.
-	ledgerPurgeScript = redis.NewScript(`
+	ledgerPurgeScript = Script(`
 local k = redis.call('HGET', KEYS[1], ARGV[1])
 if not k then
   return 0
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-local kh = ARGV[3] .. k
-local h = redis.call('HMGET', kh, 'st', 'eid')
-if h[1] == 'dead' and h[2] == ARGV[1] then
-  redis.call('PEXPIRE', kh, ARGV[2])
-end
+key_purge(ARGV[3] .. k, ARGV[1], ARGV[2])
 return 1
 `)
 	// KEYS: dead. ARGV: scan cursor, last eid listed from its batch (""
@@ -363,8 +280,9 @@ return 1
 	// Lists the dead index batch by batch (HSCAN), each batch in eid
 	// order, skipping index entries whose key says otherwise.
 	// Reply: {next scan cursor ("" done), last eid listed from its batch,
-	// then per entry: eid, key, reason, status, qt, err, first, died}.
-	ledgerListDeadScript = redis.NewScript(`
+	// then per entry: eid, key, then key_dead_entry's reason, status,
+	// attempts, err, first, died}.
+	ledgerListDeadScript = Script(`
 local limit = tonumber(ARGV[3]) or 1
 local cur, after, pre = ARGV[1], ARGV[2], ARGV[4]
 local out = {'', ''}
@@ -382,14 +300,15 @@ for round = 1, 64 do
   table.sort(items, function(a, b) return a[1] < b[1] end)
   local last = ''
   for _, it in ipairs(items) do
-    local h = redis.call('HMGET', pre .. it[2], 'st', 'eid', 'reason', 'status', 'qt', 'err', 'first', 'died')
-    if h[1] == 'dead' and h[2] == it[1] and not seen[it[1]] then
+    local e = not seen[it[1]] and key_dead_entry(pre .. it[2], it[1])
+    if e then
       if got >= limit then
         out[1], out[2] = cur, last
         return out
       end
       seen[it[1]] = true
-      local e = {it[1], it[2], h[3] or '', h[4] or '', h[5] or '', h[6] or '', h[7] or '', h[8] or ''}
+      out[#out + 1] = it[1]
+      out[#out + 1] = it[2]
       for _, v in ipairs(e) do
         out[#out + 1] = v
       end
@@ -408,15 +327,10 @@ return out
 `)
 	// KEYS: key hash, age, dead. ARGV: key.
 	// Reply: the key hash as it was (HGETALL), now deleted.
-	ledgerDeleteScript = redis.NewScript(`
-local h = redis.call('HGETALL', KEYS[1])
-local eid = redis.call('HGET', KEYS[1], 'eid')
-redis.call('DEL', KEYS[1])
-if eid then
-  redis.call('ZREM', KEYS[2], eid)
-  if redis.call('HGET', KEYS[3], eid) == ARGV[1] then
-    redis.call('HDEL', KEYS[3], eid)
-  end
+	ledgerDeleteScript = Script(`
+local h, eid = key_delete(KEYS[1], KEYS[2])
+if eid and redis.call('HGET', KEYS[3], eid) == ARGV[1] then
+  redis.call('HDEL', KEYS[3], eid)
 end
 return h
 `)
@@ -437,47 +351,14 @@ func (l *Redis) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 	if err != nil {
 		return Reserved{}, err
 	}
+	if known, ok, err := ReadSeen("reserve", r.Key, res); ok || err != nil {
+		return known, err
+	}
 	code, _ := ledgerElem[int64](res, 0)
-	switch code {
-	case 0:
-		if len(res) != 2 {
-			break
-		}
+	switch {
+	case code == 0 && len(res) == 2:
 		return Reserved{State: Enqueued, ID: r.EventID, Fingerprint: r.Fingerprint, Copies: 1}, nil
-	case 1:
-		n, ok1 := ledgerElem[int64](res, 1)
-		st, ok2 := ledgerElem[string](res, 2)
-		eid, ok3 := ledgerElem[string](res, 3)
-		fp, ok4 := ledgerElem[string](res, 4)
-		if !ok1 || !ok2 || !ok3 || !ok4 {
-			break
-		}
-		out := Reserved{State: Pending, ID: eid, Fingerprint: fp, Copies: n}
-		switch st {
-		case ledgerEnqueuing:
-			out.State = InFlight
-		case ledgerQueued:
-		case ledgerDead:
-			out.Dead = true
-		default:
-			return Reserved{}, fmt.Errorf("kafka ledger: redis reserve %q: %w: state %q", r.Key, ErrCorrupt, clipLedger(st))
-		}
-		return out, nil
-	case 2:
-		n, ok1 := ledgerElem[int64](res, 1)
-		rec, ok2 := ledgerElem[string](res, 2)
-		if !ok1 || !ok2 {
-			break
-		}
-		out, err := store.DecodeOutcome([]byte(rec))
-		if err != nil {
-			return Reserved{}, fmt.Errorf("kafka ledger: redis reserve %q: %w: %v", r.Key, ErrCorrupt, err)
-		}
-		return Reserved{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: n}, nil
-	case 3:
-		if len(res) != 1 {
-			break
-		}
+	case code == 3 && len(res) == 1:
 		return Reserved{State: Full}, nil
 	}
 	return Reserved{}, ledgerCorrupt("reserve", res)
@@ -699,7 +580,7 @@ func (l *Redis) Get(ctx context.Context, route, key string) (KeyState, error) {
 	if err != nil {
 		return KeyState{}, ledgerFail("get", err)
 	}
-	return ledgerKeyState("get", key, h)
+	return ReadKeyHash("get", key, h)
 }
 
 // Delete implements Ledger.
@@ -711,51 +592,7 @@ func (l *Redis) Delete(ctx context.Context, route, key string) (KeyState, error)
 	if err != nil {
 		return KeyState{}, err
 	}
-	if len(res)%2 != 0 {
-		return KeyState{}, ledgerCorrupt("delete", res)
-	}
-	h := make(map[string]string, len(res)/2)
-	for i := 0; i < len(res); i += 2 {
-		k, ok1 := ledgerElem[string](res, i)
-		v, ok2 := ledgerElem[string](res, i+1)
-		if !ok1 || !ok2 {
-			return KeyState{}, ledgerCorrupt("delete", res)
-		}
-		h[k] = v
-	}
-	return ledgerKeyState("delete", key, h)
-}
-
-// ledgerKeyState reads a key hash; an empty one is absent.
-func ledgerKeyState(op, key string, h map[string]string) (KeyState, error) {
-	ks := KeyState{State: StateAbsent}
-	if len(h) == 0 {
-		return ks, nil
-	}
-	switch h["st"] {
-	case ledgerEnqueuing, ledgerQueued:
-		ks.State = StateQueued
-	case ledgerDead:
-		ks.State = StateDeadLettered
-	case ledgerDone:
-		ks.State = StateFinished
-	default:
-		return ks, fmt.Errorf("kafka ledger: redis %s %q: %w: state %q", op, key, ErrCorrupt, clipLedger(h["st"]))
-	}
-	ks.EventID, ks.Fingerprint = h["eid"], h["fp"]
-	ks.Copies, _ = strconv.ParseInt(h["n"], 10, 64)
-	ks.Attempts, _ = strconv.ParseInt(h["qt"], 10, 64)
-	first, _ := strconv.ParseInt(h["first"], 10, 64)
-	last, _ := strconv.ParseInt(h["last"], 10, 64)
-	ks.FirstSeen, ks.LastSeen = ledgerTime(first), ledgerTime(last)
-	if ks.State == StateFinished {
-		out, err := store.DecodeOutcome([]byte(h["rec"]))
-		if err != nil {
-			return ks, fmt.Errorf("kafka ledger: redis %s %q: %w: %v", op, key, ErrCorrupt, err)
-		}
-		ks.Status, ks.Outcome = out.Status, out
-	}
-	return ks, nil
+	return ReadKeyReply("delete", key, res)
 }
 
 // Stats implements Ledger.

@@ -238,9 +238,9 @@ func shardProblems(t testing.TB, c redis.UniversalClient, prefix, route string, 
 				if ev["key"] != name {
 					bad("queued key %q: event %s names key %q", name, eid, ev["key"])
 				}
-				if ev["dlq"] != "" {
-					bad("queued key %q: event %s still names DLQ entry %s", name, eid, ev["dlq"])
-				}
+			}
+			if h["dlq"] != "" || ev["dlq"] != "" {
+				bad("queued key %q (event %s) still names DLQ entry %s%s", name, eid, h["dlq"], ev["dlq"])
 			}
 			live := 0
 			for _, e := range byEvent[eid] {
@@ -277,8 +277,8 @@ func shardProblems(t testing.TB, c redis.UniversalClient, prefix, route string, 
 			}
 			if ev == nil {
 				// Purged: only the key is kept, for its retention.
-				if len(inDLQ[eid]) != 0 {
-					bad("purged key %q: event %s is still in the DLQ", name, eid)
+				if len(inDLQ[eid]) != 0 || h["dlq"] != "" {
+					bad("purged key %q: event %s is still in the DLQ (%v) or named by the key (%q)", name, eid, inDLQ[eid], h["dlq"])
 				}
 				if ttl < 0 {
 					bad("purged key %q never expires", name)
@@ -287,8 +287,8 @@ func shardProblems(t testing.TB, c redis.UniversalClient, prefix, route string, 
 			}
 			if len(inDLQ[eid]) != 1 {
 				bad("dead key %q: event %s is in the DLQ %d times, want once", name, eid, len(inDLQ[eid]))
-			} else if ev["dlq"] != inDLQ[eid][0] {
-				bad("dead key %q: event %s names DLQ entry %q, the DLQ holds it as %s", name, eid, ev["dlq"], inDLQ[eid][0])
+			} else if h["dlq"] != inDLQ[eid][0] || ev["dlq"] != inDLQ[eid][0] {
+				bad("dead key %q: event %s: the key names DLQ entry %q and the event %q, the DLQ holds it as %s", name, eid, h["dlq"], ev["dlq"], inDLQ[eid][0])
 			}
 			if ttl >= 0 {
 				bad("dead key %q expires before it is purged (PTTL %v)", name, ttl)
@@ -745,7 +745,7 @@ func TestInvariantCheckerCatchesDamage(t *testing.T) {
 		}},
 		{"dead event out of the DLQ", func(t *testing.T, c *redis.Client, ids map[string]string) {
 			ctx := context.Background()
-			d := c.HGet(ctx, "test:webhook_event:{q:hooks:0}"+ids["dead"], "dlq").Val()
+			d := c.HGet(ctx, "test:webhook_qkey:{q:hooks:0}dead", "dlq").Val()
 			c.XDel(ctx, "test:webhook_dlq:{q:hooks:0}", d)
 		}},
 		{"finished key with an event", func(t *testing.T, c *redis.Client, ids map[string]string) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -27,15 +28,21 @@ const Group = "clawgate"
 // one event lives in its shard's Cluster slot, tag T = {q:ROUTE:SHARD},
 // so every state change is one Lua script:
 //
-//	PREFIX webhook_qkey:T<key>   hash: st (queued|dead|done), eid, tok, fp,
-//	                             n (copies), first, last (ms), qa (tries
-//	                             this round), qt (tries in all), ent (the
-//	                             stream entry last begun), rec
-//	                             (finished record); PX retention once
-//	                             finished or purged, no TTL before
-//	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; once
-//	                             dead-lettered also dlq (its DLQ entry id),
-//	                             reason, status, err, died, attempts
+//	PREFIX webhook_qkey:T<key>   the key record, hash (package ledger's
+//	                             schema, written by its Lua library): st
+//	                             (queued|dead|done), eid, tok, fp, n
+//	                             (copies), first, last (ms), qa (tries
+//	                             this round), qt (tries in all), pos (the
+//	                             stream entry that began the live token;
+//	                             ent in records of earlier releases), rec
+//	                             (finished record), and once dead-lettered
+//	                             dlq (its DLQ entry id), reason, status,
+//	                             err, died; PX retention once finished or
+//	                             purged, no TTL before
+//	PREFIX webhook_event:T<eid>  hash: key, req (payload), first; dlq
+//	                             (its DLQ entry id) once dead-lettered;
+//	                             events dead-lettered by earlier releases
+//	                             also reason, status, err, died, attempts
 //	PREFIX webhook_queue:T       stream of ready entries {e, t, k}, read by
 //	                             the consumer group "clawgate"
 //	PREFIX webhook_retry:T       zset "eid|tok|key" -> due (ms)
@@ -310,17 +317,24 @@ func shardOfID(id string, shards int) (int, bool) {
 	return s, true
 }
 
+// The scripts call the key record's transitions in package ledger's Lua
+// library (ledger.Script); what they do here is the events' and their
+// positions' part: the event hash, the ready stream and its group, the
+// retry set, the DLQ stream and its byte count.
 var (
 	// KEYS: key hash, event, stream, age, and with CheckSyncRecords the
 	// sync store's lock, record and attempts of the key.
 	// ARGV: eid, tok, fp, now ms, payload, max depth, key.
-	// Reply: {0, n} enqueued; {1, n, eid, st, fp} pending; {2, n, rec}
-	// finished (here, or by the sync route the route was: then n is the
-	// sync counter, counted as a sync claim would); {3} full; {4} a sync
-	// copy in flight.
-	enqueueScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'fp', 'rec')
-if h[1] == false and #KEYS == 7 then
+	// Reply: {0, 1} enqueued; ledger.ReadSeen's {1, n, st, eid, fp}
+	// pending or {2, n, rec} finished (here, or by the sync route the
+	// route was: then n is the sync counter, counted as a sync claim
+	// would); {3} full; {4} a sync copy in flight.
+	enqueueScript = ledger.Script(`
+local r = key_seen(KEYS[1], ARGV[4])
+if r then
+  return r
+end
+if #KEYS == 7 then
   local d = redis.call('GET', KEYS[6])
   if d then
     local n = redis.call('HINCRBY', KEYS[7], 'n', 1)
@@ -338,26 +352,18 @@ if h[1] == false and #KEYS == 7 then
     return {4}
   end
 end
-if h[1] == false and redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[6]) then
+if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[6]) then
   return {3}
 end
-local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-redis.call('HSET', KEYS[1], 'last', ARGV[4])
-if h[1] == 'done' then
-  return {2, n, h[4]}
-elseif h[1] then
-  return {1, n, h[2], h[1], h[3]}
-end
-redis.call('HSET', KEYS[1], 'st', 'queued', 'eid', ARGV[1], 'tok', ARGV[2], 'fp', ARGV[3], 'first', ARGV[4], 'qa', 0, 'qt', 0)
-redis.call('PERSIST', KEYS[1])
+key_queue(KEYS[1], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 redis.call('HSET', KEYS[2], 'key', ARGV[7], 'req', ARGV[5], 'first', ARGV[4])
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[7])
-redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
-return {0, n}
+return {0, 1}
 `)
-	// KEYS: key hash, event, stream. ARGV: entry id, eid, tok, consumer,
-	// delivery count the lease was handed out with (1 for a read; each
-	// takeover raises it, so a takeover by the same consumer is told apart).
+	// KEYS: key hash, event, stream, age. ARGV: entry id, eid, tok,
+	// consumer, delivery count the lease was handed out with (1 for a
+	// read; each takeover raises it, so a takeover by the same consumer is
+	// told apart).
 	// Reply: {0} leftover (dropped); {2} not the owner (nothing changed:
 	// another consumer, or a later takeover, holds the entry; or nobody
 	// does while the key still names it);
@@ -368,7 +374,7 @@ return {0, n}
 	// beside the instance that took the entry over. When the group is
 	// gone (Redis lost the stream), the key's token alone decides, as in
 	// settle.
-	beginScript = redis.NewScript(`
+	beginScript = ledger.Script(`
 local p = redis.pcall('XPENDING', KEYS[3], 'clawgate', ARGV[1], ARGV[1], 1)
 local group, owned = true, false
 if type(p) == 'table' and p.err then
@@ -382,9 +388,9 @@ elseif #p == 1 then
   end
   owned = true
 end
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'fp')
+local how, h = key_can_begin(KEYS[1], ARGV[2], ARGV[3], ARGV[1])
 local ev = redis.call('HMGET', KEYS[2], 'req', 'first')
-if h[1] ~= 'queued' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] or not ev[1] then
+if how ~= 'live' or not ev[1] then
   if group then
     redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
   end
@@ -397,20 +403,18 @@ end
 if group then
   redis.call('XCLAIM', KEYS[3], 'clawgate', ARGV[4], 0, ARGV[1], 'JUSTID')
 end
-local qa = redis.call('HINCRBY', KEYS[1], 'qa', 1)
-local qt = redis.call('HINCRBY', KEYS[1], 'qt', 1)
-redis.call('HSET', KEYS[1], 'ent', ARGV[1])
-return {1, qa, qt, ev[1], ev[2], h[4] or ''}
+local qa, qt = key_begin(KEYS[1], KEYS[4], h, how, ARGV[2], ARGV[3], ARGV[1])
+return {1, qa, qt, ev[1], ev[2], h[5] or ''}
 `)
 	// KEYS: key hash, event, stream, retry, age, dlq, dlq bytes.
-	// ARGV: entry id, consumer, tok, kind, now ms, key, then
+	// ARGV: entry id, consumer, eid, tok, kind, now ms, key, then
 	//   done:  record, retention ms
 	//   retry: new tok, due ms
 	//   dead:  reason, status, error
 	// Reply: 1 recorded, 0 not the owner (nothing changed), -1 leftover
 	// (entry dropped, nothing recorded). When the group is gone (Redis lost
 	// the stream), the key's token alone decides.
-	settleScript = redis.NewScript(`
+	settleScript = ledger.Script(`
 local p = redis.pcall('XPENDING', KEYS[3], 'clawgate', ARGV[1], ARGV[1], 1)
 if type(p) == 'table' and p.err then
   if not string.find(p.err, 'NOGROUP', 1, true) then
@@ -425,27 +429,24 @@ else
   redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
 end
 redis.call('XDEL', KEYS[3], ARGV[1])
-local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'eid', 'qt')
-if h[1] ~= 'queued' or h[2] ~= ARGV[3] then
-  return -1
+local eid = ARGV[3]
+local c = key_try(KEYS[1], eid, ARGV[4])
+if c then
+  return c
 end
-local eid = h[3]
-if ARGV[4] == 'done' then
-  redis.call('HSET', KEYS[1], 'st', 'done', 'rec', ARGV[7])
-  redis.call('HDEL', KEYS[1], 'tok')
-  redis.call('PEXPIRE', KEYS[1], ARGV[8])
+if ARGV[5] == 'done' then
+  key_finish(KEYS[1], KEYS[5], eid, ARGV[8], ARGV[9])
   redis.call('DEL', KEYS[2])
-  redis.call('ZREM', KEYS[5], eid)
-elseif ARGV[4] == 'retry' then
-  redis.call('HSET', KEYS[1], 'tok', ARGV[7])
-  redis.call('ZADD', KEYS[4], ARGV[8], eid .. '|' .. ARGV[7] .. '|' .. ARGV[6])
+elseif ARGV[5] == 'retry' then
+  key_retry(KEYS[1], ARGV[8])
+  redis.call('ZADD', KEYS[4], ARGV[9], eid .. '|' .. ARGV[8] .. '|' .. ARGV[7])
 else
-  redis.call('HSET', KEYS[1], 'st', 'dead')
-  redis.call('HDEL', KEYS[1], 'tok')
   local id = redis.call('XADD', KEYS[6], '*', 'e', eid)
-  redis.call('HSET', KEYS[2], 'dlq', id, 'reason', ARGV[7], 'status', ARGV[8], 'err', ARGV[9], 'died', ARGV[5], 'attempts', h[4])
+  key_dead(KEYS[1], KEYS[5], eid, id, ARGV[8], ARGV[9], ARGV[10], ARGV[6])
+  -- the event's DLQ entry, on the event too: earlier releases, running
+  -- beside this one in a rolling upgrade, replay, purge and reset by it
+  redis.call('HSET', KEYS[2], 'dlq', id)
   redis.call('INCRBY', KEYS[7], redis.call('HSTRLEN', KEYS[2], 'req'))
-  redis.call('ZREM', KEYS[5], eid)
 end
 return 1
 `)
@@ -463,61 +464,81 @@ end
 return #due
 `)
 	// KEYS: key hash, event, stream, dlq, age, dlq bytes. ARGV: eid, new
-	// tok, key. Reply: 1 replayed, 0 not in the DLQ, -1 purged (no body).
-	replayScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid')
-local e = redis.call('HMGET', KEYS[2], 'dlq', 'first', 'req')
-if h[1] ~= 'dead' or h[2] ~= ARGV[1] or not e[1] then
+	// tok, key. Reply: 1 replayed, 0 not in the DLQ (or purged: no body).
+	// The DLQ entry is the event's dlq (written by every release; an
+	// earlier one may have dead-lettered the event again after replaying
+	// it, leaving the key's stale), and the details an earlier release
+	// kept on the event are removed there.
+	replayScript = ledger.Script(`
+local d = key_dead_at(KEYS[1], ARGV[1])
+local e = redis.call('HMGET', KEYS[2], 'dlq', 'req')
+local pos = d and (e[1] or d[1])
+if not pos or not e[2] then
   return 0
 end
-redis.call('XDEL', KEYS[4], e[1])
-if redis.call('DECRBY', KEYS[6], e[3] and #e[3] or 0) < 0 then
+redis.call('XDEL', KEYS[4], pos)
+if redis.call('DECRBY', KEYS[6], #e[2]) < 0 then
   redis.call('SET', KEYS[6], 0)
 end
 redis.call('HDEL', KEYS[2], 'dlq', 'reason', 'status', 'err', 'died', 'attempts')
-redis.call('HSET', KEYS[1], 'st', 'queued', 'tok', ARGV[2], 'qa', 0)
-redis.call('PERSIST', KEYS[1])
+key_replay(KEYS[1], KEYS[5], ARGV[1], ARGV[2], d[2])
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
-redis.call('ZADD', KEYS[5], e[2], ARGV[1])
 return 1
 `)
 	// KEYS: key hash, event, dlq, dlq bytes. ARGV: eid, retention ms.
 	// Reply: 1 purged, 0 not in the DLQ.
-	purgeScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid')
-local d = redis.call('HGET', KEYS[2], 'dlq')
-if not d or h[1] ~= 'dead' or h[2] ~= ARGV[1] then
+	purgeScript = ledger.Script(`
+local d = key_dead_at(KEYS[1], ARGV[1])
+local pos = d and (redis.call('HGET', KEYS[2], 'dlq') or d[1])
+if not pos then
   return 0
 end
-redis.call('XDEL', KEYS[3], d)
+redis.call('XDEL', KEYS[3], pos)
 if redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', KEYS[2], 'req')) < 0 then
   redis.call('SET', KEYS[4], 0)
 end
 redis.call('DEL', KEYS[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+key_purge(KEYS[1], ARGV[1], ARGV[2])
 return 1
 `)
-	// KEYS: key hash, event, age, dlq, dlq bytes. ARGV: the eid the key
-	// was read with ("" when it had none). Deletes the key and its event when the
-	// key still names that eid (reply 1; 0: it changed meanwhile, read it
-	// again); leftover entries are dropped by Begin or Settle.
-	cancelScript = redis.NewScript(`
-if (redis.call('HGET', KEYS[1], 'eid') or '') ~= ARGV[1] then
-  return 0
-end
-if ARGV[1] ~= '' then
-  local d = redis.call('HGET', KEYS[2], 'dlq')
-  if d then
-    redis.call('XDEL', KEYS[4], d)
-    if redis.call('DECRBY', KEYS[5], redis.call('HSTRLEN', KEYS[2], 'req')) < 0 then
-      redis.call('SET', KEYS[5], 0)
+	// KEYS: key hash, age, dlq, dlq bytes. ARGV: the event hashes' name
+	// without the event id. Deletes the key and its event (out of the
+	// DLQ); leftover entries are dropped by Begin or Settle.
+	// Reply: the key hash as it was (HGETALL).
+	deleteScript = ledger.Script(`
+local h, eid, dead, pos = key_delete(KEYS[1], KEYS[2])
+if eid then
+  local ev = ARGV[1] .. eid
+  if dead then
+    pos = redis.call('HGET', ev, 'dlq') or pos
+  end
+  if pos then
+    redis.call('XDEL', KEYS[3], pos)
+    if redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', ev, 'req')) < 0 then
+      redis.call('SET', KEYS[4], 0)
     end
   end
-  redis.call('DEL', KEYS[2])
-  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('DEL', ev)
 end
-redis.call('DEL', KEYS[1])
-return 1
+return h
+`)
+	// KEYS: dlq (the shard's slot). ARGV: the event hashes' and the key
+	// hashes' names without the id, then event ids. Reply per event: {key,
+	// reason, status, attempts, err, first, died} ('' when unknown).
+	// Events dead-lettered by an earlier release keep the details on the
+	// event hash (this release never writes a reason there): those win.
+	dlqEntriesScript = ledger.Script(`
+local out = {}
+for i = 3, #ARGV do
+  local eid = ARGV[i]
+  local ev = redis.call('HMGET', ARGV[1] .. eid, 'key', 'reason', 'status', 'attempts', 'err', 'first', 'died')
+  local e = ev[1] and key_dead_entry(ARGV[2] .. ev[1], eid)
+  if ev[2] or not e then
+    e = {ev[2] or '', ev[3] or '', ev[4] or '', ev[5] or '', ev[6] or '', ev[7] or ''}
+  end
+  out[#out + 1] = {ev[1] or '', e[1], e[2], e[3], e[4], e[5], e[6]}
+end
+return out
 `)
 	// KEYS: stream. ARGV: min idle ms, consumer, count. Takes over the
 	// entries idle for at least min idle. Reply: {id, fields, delivery
@@ -548,32 +569,32 @@ return 0
 	// KEYS: key hash, retry, stream. ARGV: eid, new tok, key.
 	// Puts a queued event back (after Redis lost the stream) unless it
 	// still has a live entry: one waiting in the retry set, or one a
-	// consumer has begun (the key's "ent", set by Begin) that is still in
+	// consumer has begun (the key's pos, set by Begin) that is still in
 	// the stream with the key's token. A begun entry must be left alone:
 	// a new token would make its owner's Settle stale and the requeued
 	// copy would be delivered a second time. A ready entry that nobody
 	// began yet may be superseded: its old token makes it a leftover.
 	// Reply: 1 requeued, 0 not queued or still live.
-	requeueScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'eid', 'tok', 'ent')
-if h[1] ~= 'queued' or h[2] ~= ARGV[1] then
+	requeueScript = ledger.Script(`
+local tok, pos = key_queued(KEYS[1], ARGV[1])
+if not tok then
   return 0
 end
-if redis.call('ZSCORE', KEYS[2], ARGV[1] .. '|' .. h[3] .. '|' .. ARGV[3]) then
+if redis.call('ZSCORE', KEYS[2], ARGV[1] .. '|' .. tok .. '|' .. ARGV[3]) then
   return 0
 end
-if h[4] then
-  local e = redis.call('XRANGE', KEYS[3], h[4], h[4])
+if pos then
+  local e = redis.call('XRANGE', KEYS[3], pos, pos)
   if #e == 1 then
     local f = e[1][2]
     for i = 1, #f, 2 do
-      if f[i] == 't' and f[i + 1] == h[3] then
+      if f[i] == 't' and f[i + 1] == tok then
         return 0
       end
     end
   end
 end
-redis.call('HSET', KEYS[1], 'tok', ARGV[2])
+key_retry(KEYS[1], ARGV[2])
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
 return 1
 `)
@@ -596,26 +617,15 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 	if err != nil {
 		return Ack{}, fail("enqueue", err)
 	}
-	code, _ := elem[int64](res, 0)
-	copies, _ := elem[int64](res, 1)
-	switch code {
-	case 0:
-		return Ack{State: Enqueued, ID: eid, Fingerprint: e.Fingerprint, Copies: copies}, nil
-	case 1:
-		id, _ := elem[string](res, 2)
-		st, _ := elem[string](res, 3)
-		fp, _ := elem[string](res, 4)
-		return Ack{State: Pending, ID: id, Fingerprint: fp, Dead: st == "dead", Copies: copies}, nil
-	case 2:
-		rec, _ := elem[string](res, 2)
-		out, err := store.DecodeOutcome([]byte(rec))
-		if err != nil {
-			return Ack{}, fmt.Errorf("queue: redis enqueue %q: %w: %v", e.Key, ErrCorrupt, err)
-		}
-		return Ack{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: copies}, nil
-	case 3:
+	if known, ok, err := ledger.ReadSeen("enqueue", e.Key, res); ok || err != nil {
+		return Ack{State: known.State, ID: known.ID, Fingerprint: known.Fingerprint, Dead: known.Dead, Outcome: known.Outcome, Copies: known.Copies}, err
+	}
+	switch code, _ := elem[int64](res, 0); {
+	case code == 0 && len(res) == 2:
+		return Ack{State: Enqueued, ID: eid, Fingerprint: e.Fingerprint, Copies: 1}, nil
+	case code == 3 && len(res) == 1:
 		return Ack{State: Full}, nil
-	case 4:
+	case code == 4 && len(res) == 1:
 		return Ack{State: InFlight}, nil
 	}
 	return Ack{}, corrupt("enqueue", res)
@@ -724,7 +734,7 @@ func (r *Redis) leases(route string, shard int, consumer string, msgs []redis.XM
 func (r *Redis) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard)}
+	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard), r.ageSet(l.Route, l.Shard)}
 	res, err := r.run(ctx, beginScript, keys, l.Entry, l.EventID, l.Token, l.Consumer, l.claim).Slice()
 	if err != nil {
 		return Job{}, false, fail("begin", err)
@@ -754,20 +764,20 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 	l := j.Lease
 	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard),
 		r.retrySet(l.Route, l.Shard), r.ageSet(l.Route, l.Shard), r.dlq(l.Route, l.Shard), r.dlqBytes(l.Route, l.Shard)}
-	args := []any{l.Entry, consumer, l.Token, "", s.At.UnixMilli(), l.Key}
+	args := []any{l.Entry, consumer, l.EventID, l.Token, "", s.At.UnixMilli(), l.Key}
 	switch s.Kind {
 	case SettleDelivered:
 		rec, err := store.EncodeOutcome(s.Outcome)
 		if err != nil {
 			return 0, fmt.Errorf("queue: settle: %w", err)
 		}
-		args[3] = "done"
+		args[4] = "done"
 		args = append(args, rec, max(1, s.Retention.Milliseconds()))
 	case SettleRetry:
-		args[3] = "retry"
+		args[4] = "retry"
 		args = append(args, newToken(), s.Due.UnixMilli())
 	default:
-		args[3] = "dead"
+		args[4] = "dead"
 		args = append(args, s.Reason, s.Status, s.Error)
 	}
 	n, err := r.runDurable(ctx, settleScript, keys, args...).Int64()
@@ -949,26 +959,41 @@ func (r *Redis) ListDLQ(ctx context.Context, route, cursor string, limit int) ([
 		all = all[:limit]
 		next = all[limit-1].msg.ID + "/" + strconv.Itoa(all[limit-1].shard)
 	}
-	pipe := r.client.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(all))
-	for i, it := range all {
+	// One script a shard reads its events' details.
+	eids := map[int][]any{}
+	for _, it := range all {
 		eid, _ := it.msg.Values["e"].(string)
-		cmds[i] = pipe.HGetAll(ctx, r.event(route, it.shard, eid))
+		if eids[it.shard] == nil {
+			eids[it.shard] = []any{r.event(route, it.shard, ""), r.keyHash(route, it.shard, "")}
+		}
+		eids[it.shard] = append(eids[it.shard], eid)
 	}
-	if len(all) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
+	details := map[int][]any{}
+	for s, args := range eids {
+		res, err := r.run(ctx, dlqEntriesScript, []string{r.dlq(route, s)}, args...).Slice()
+		if err != nil {
 			return nil, "", fail("list dlq", err)
 		}
+		if len(res) != len(args)-2 {
+			return nil, "", corrupt("list dlq", res)
+		}
+		details[s] = res
 	}
 	out := make([]DeadEntry, 0, len(all))
-	for i, it := range all {
-		h := cmds[i].Val()
-		e := DeadEntry{Key: h["key"], Reason: h["reason"], Error: h["err"]}
+	for _, it := range all {
+		res := details[it.shard]
+		f, _ := res[0].([]any)
+		details[it.shard] = res[1:]
+		var v [7]string
+		for i := range v {
+			v[i], _ = elem[string](f, i)
+		}
+		e := DeadEntry{Key: v[0], Reason: v[1], Error: v[4]}
 		e.ID, _ = it.msg.Values["e"].(string)
-		e.Status, _ = strconv.Atoi(h["status"])
-		e.Attempts, _ = strconv.ParseInt(h["attempts"], 10, 64)
-		e.FirstSeen = millis(h["first"])
-		e.DiedAt = millis(h["died"])
+		e.Status, _ = strconv.Atoi(v[2])
+		e.Attempts, _ = strconv.ParseInt(v[3], 10, 64)
+		e.FirstSeen = millis(v[5])
+		e.DiedAt = millis(v[6])
 		out = append(out, e)
 	}
 	return out, next, nil
@@ -1063,62 +1088,23 @@ func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Dura
 func (r *Redis) Get(ctx context.Context, route, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	return r.get(ctx, route, r.shardOf(route, key), key)
-}
-
-func (r *Redis) get(ctx context.Context, route string, shard int, key string) (KeyState, error) {
-	v, err := r.client.HMGet(ctx, r.keyHash(route, shard, key), "st", "eid", "n", "first", "last", "qt", "fp", "rec").Result()
+	h, err := r.client.HGetAll(ctx, r.keyHash(route, r.shardOf(route, key), key)).Result()
 	if err != nil {
 		return KeyState{}, fail("get", err)
 	}
-	f := make([]string, len(v))
-	for i, x := range v {
-		f[i], _ = x.(string)
-	}
-	ks := KeyState{State: StateAbsent}
-	switch f[0] {
-	case "":
-		return ks, nil
-	case "queued":
-		ks.State = StateQueued
-	case "dead":
-		ks.State = StateDeadLettered
-	case "done":
-		ks.State = StateFinished
-		out, err := store.DecodeOutcome([]byte(f[7]))
-		if err != nil {
-			return ks, fmt.Errorf("queue: redis get %q: %w: %v", key, ErrCorrupt, err)
-		}
-		ks.Status, ks.Outcome = out.Status, out
-	default:
-		return ks, fmt.Errorf("queue: redis get %q: %w: state %q", key, ErrCorrupt, clip(f[0]))
-	}
-	ks.EventID, ks.Fingerprint = f[1], f[6]
-	ks.Copies, _ = strconv.ParseInt(f[2], 10, 64)
-	ks.Attempts, _ = strconv.ParseInt(f[5], 10, 64)
-	ks.FirstSeen, ks.LastSeen = millis(f[3]), millis(f[4])
-	return ks, nil
+	return ledger.ReadKeyHash("get", key, h)
 }
 
-// Delete implements Backend. The key is read, then deleted by a script
-// that checks it still names the event read; an Enqueue in between makes
-// it read again.
+// Delete implements Backend: the key and its event are deleted, and the
+// key reported as it was, in one script.
 func (r *Redis) Delete(ctx context.Context, route, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	shard := r.shardOf(route, key)
-	for {
-		ks, err := r.get(ctx, route, shard, key)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
-			return ks, err
-		}
-		keys := []string{r.keyHash(route, shard, key), r.event(route, shard, ks.EventID), r.ageSet(route, shard), r.dlq(route, shard), r.dlqBytes(route, shard)}
-		n, err := r.run(ctx, cancelScript, keys, ks.EventID).Int64()
-		if err != nil {
-			return ks, fail("delete", err)
-		}
-		if n == 1 {
-			return ks, nil
-		}
+	keys := []string{r.keyHash(route, shard, key), r.ageSet(route, shard), r.dlq(route, shard), r.dlqBytes(route, shard)}
+	res, err := r.run(ctx, deleteScript, keys, r.event(route, shard, "")).Slice()
+	if err != nil {
+		return KeyState{}, fail("delete", err)
 	}
+	return ledger.ReadKeyReply("delete", key, res)
 }

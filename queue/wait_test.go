@@ -47,7 +47,7 @@ func TestRedisDurableWrites(t *testing.T) {
 	b := newRedisBackend(t, 0)
 	names := map[*redis.Script]string{
 		enqueueScript: "enqueue", beginScript: "begin", settleScript: "settle", promoteScript: "promote",
-		replayScript: "replay", purgeScript: "purge", handBackScript: "hand back", cancelScript: "cancel", requeueScript: "requeue",
+		replayScript: "replay", purgeScript: "purge", handBackScript: "hand back", deleteScript: "delete", requeueScript: "requeue", dlqEntriesScript: "dlq entries",
 	}
 	var durable, batched scriptLog
 	b.UseBatcher(batched.runner(b.client, names))

@@ -485,9 +485,10 @@ var cases = []testCase{
 			t.Fatalf("Get after a refused Begin = %+v", ks)
 		}
 		// The same record read again (the first consumer died) is a new try
-		// by its new owner; the former owner can no longer settle.
+		// by its new owner, who is told the former one; the former owner
+		// can no longer settle.
 		b = MustBegin(t, l, "k", eid, tok, "p1", "w2", true)
-		if b.Try != 2 || b.Total != 2 {
+		if b.Try != 2 || b.Total != 2 || b.PrevOwner != "w1" {
 			t.Fatalf("Begin again = %+v", b)
 		}
 		MustSettle(t, l, "k", eid, tok, "w1", DoneSettlement("k"), queue.NotOwner)
