@@ -404,6 +404,11 @@ if group then
   redis.call('XCLAIM', KEYS[3], 'clawgate', ARGV[4], 0, ARGV[1], 'JUSTID')
 end
 local qa, qt = key_begin(KEYS[1], KEYS[4], h, how, ARGV[2], ARGV[3], ARGV[1])
+-- The begun entry under its former name too: an instance of the release
+-- before, running beside this one during a rolling upgrade, reads "ent"
+-- when it requeues after Redis lost the stream, and must leave a begun
+-- entry alone. Drop it once no such release runs.
+redis.call('HSET', KEYS[1], 'ent', ARGV[1])
 return {1, qa, qt, ev[1], ev[2], h[5] or ''}
 `)
 	// KEYS: key hash, event, stream, retry, age, dlq, dlq bytes.
