@@ -47,6 +47,11 @@
  *   UNIFIED (the sync path and the workers use the queue's key record,
  *   as the ledger issue intends; without it, as built: the sync path has
  *   its own ledger and a route no longer in queue mode has no workers),
+ *   ROLLING (a rolling switch: a sync door and a queue door take copies
+ *   at once, with the two records as built; INSCRIPT: the enqueue's script
+ *   reads the sync record (one Redis server), else the queue door claims
+ *   the sync key around its enqueue; PEEK_ONLY, the mutation: it only
+ *   reads the sync record before it enqueues, the code before the fix),
  *   LIVE (compile the liveness claim Q4; pan -a -f).
  *   Mutations, one per transition (each must be caught):
  *   ENQ_ACK_FIRST, BEGIN_NO_TOKEN, SETTLE_NO_OWNER, SETTLE_NO_TOKEN,
@@ -373,29 +378,40 @@ inline disown(i) {
  * event, XADD in one step; the 202 only after). Sync mode: the sync path,
  * one atomic step here (keyprotocol.pml checks its own windows).
  */
+/* the enqueue script, for a copy (proxy/queue.go enqueue) */
+inline enqueue_copy() {
+  if
+  :: kst == ABSENT ->
+       assert(Q6_ == 0 && !enq[ep]);       /* Q6 */
+       fresh_eid(); keid = nid; eid_ep[keid] = ep;
+       fresh_tok(); ktok = nid; nid = 0;
+       kst = QUEUED; kbody = 1; qa = 0;
+#ifdef ENQ_ACK_FIRST
+       pend_add = 1;
+#else
+       xadd(keid, ktok);
+#endif
+       enq[ep] = 1                         /* the 202                */
+  :: kst == QUEUED || kst == DEAD -> skip  /* Pending: 202 replayed  */
+  :: kst == DONE ->
+       assert(Q3_ == 0 && ep_acc[eid_ep[keid]])   /* Q3: stored 2xx  */
+  fi
+}
+
+#ifdef ROLLING
+#define ROLLING_ON 1
+#else
+#define ROLLING_ON 0
+#endif
+
 active proctype Provider()
 {
 end:
   do
   :: atomic {
-       budget > 0 && mode == M_QUEUE ->
+       budget > 0 && mode == M_QUEUE && !ROLLING_ON ->
        budget--;
-       if
-       :: kst == ABSENT ->
-            assert(Q6_ == 0 && !enq[ep]);       /* Q6 */
-            fresh_eid(); keid = nid; eid_ep[keid] = ep;
-            fresh_tok(); ktok = nid; nid = 0;
-            kst = QUEUED; kbody = 1; qa = 0;
-#ifdef ENQ_ACK_FIRST
-            pend_add = 1;
-#else
-            xadd(keid, ktok);
-#endif
-            enq[ep] = 1                         /* the 202                */
-       :: kst == QUEUED || kst == DEAD -> skip  /* Pending: 202 replayed  */
-       :: kst == DONE ->
-            assert(Q3_ == 0 && ep_acc[eid_ep[keid]])   /* Q3: stored 2xx  */
-       fi;
+       enqueue_copy();
        Q1_CHECK
      }
 #ifdef ENQ_ACK_FIRST
@@ -403,7 +419,7 @@ end:
   :: atomic { pend_add -> pend_add = 0; xadd(keid, ktok); Q1_CHECK }
 #endif
   :: atomic {
-       budget > 0 && mode == M_SYNC ->
+       budget > 0 && mode == M_SYNC && !ROLLING_ON ->
        budget--;
 #ifdef UNIFIED
        /* one record: finished is replayed, queued or dead answered as
@@ -431,6 +447,91 @@ end:
      }
   od
 }
+
+
+#ifdef ROLLING
+/* ------------------------------------------------------------------------
+ * A rolling switch: while instances move a route between sync and queue
+ * one after the other, some run it as a sync route and others as a queue
+ * route, with the two records as built (the sync store's lock and
+ * finished record, the queue's key record), and the provider's copies
+ * reach both kinds at once. Each door handles one copy at a time, in the
+ * separate store steps the code takes.
+ */
+bit slock;                  /* the sync store's lock of the key             */
+
+/* a sync instance (proxy/deliver.go): claim the key in the sync store,
+ * then look in the queue's record (queueRecord), then forward or answer */
+active proctype SyncDoor()
+{
+  bit held;
+end:
+  do
+  :: atomic {
+       budget > 0 && !held ->
+       budget--;
+       if
+       :: sdone -> skip                          /* replayed               */
+       :: !sdone && slock -> skip                /* 409; the provider      */
+                                                 /* sends another copy     */
+       :: !sdone && !slock -> slock = 1; held = 1
+       fi
+     }
+  :: atomic {
+       held ->
+       if
+       :: kst == QUEUED || kst == DEAD -> skip   /* the queue's ack, not   */
+                                                 /* forwarded              */
+       :: kst == DONE ->                         /* the queue's answer,    */
+            assert(Q3_ == 0 && ep_acc[eid_ep[keid]]);   /* recorded        */
+            sdone = 1
+       :: kst == ABSENT -> accept_sync(ep); sdone = 1
+       fi;
+       slock = 0; held = 0;
+       Q1_CHECK
+     }
+  od
+}
+
+/* a queue instance (proxy/queue.go): with INSCRIPT (one Redis server) the
+ * enqueue's script reads the sync record itself, one step; else (Cluster,
+ * Kafka, memory) the key is claimed in the sync store, the event queued,
+ * the claim released. PEEK_ONLY (the code before): the sync record is
+ * read and the event queued, nothing claimed. */
+active proctype QueueDoor()
+{
+  bit held;
+end:
+  do
+  :: atomic {
+       budget > 0 && !held ->
+       budget--;
+       if
+       :: sdone -> skip                          /* replayed               */
+       :: !sdone && slock -> skip                /* 409                    */
+       :: !sdone && !slock ->
+#if defined(INSCRIPT)
+            enqueue_copy();
+            Q1_CHECK
+#elif defined(PEEK_ONLY)
+            held = 1
+#else
+            slock = 1; held = 1
+#endif
+       fi
+     }
+  :: atomic {
+       held ->
+       enqueue_copy();
+#ifndef PEEK_ONLY
+       slock = 0;
+#endif
+       held = 0;
+       Q1_CHECK
+     }
+  od
+}
+#endif
 
 /* ------------------------------------------------------------------------
  * Worker(i): manager.go readLoop, reclaim, try, settle; one worker slot.
