@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -276,15 +277,18 @@ func TestDLQReplayAllCancelledBySignal(t *testing.T) {
 		out, errOut string
 	}
 	done := make(chan result, 1)
+	var stdout lockedBuffer // read while the command runs
 	go func() {
-		code, out, errOut := runCmd(t, "dlq", "replay", "-admin", e.url, "-all", "hooks")
-		done <- result{code, out, errOut}
+		var stderr bytes.Buffer
+		code := run([]string{"dlq", "replay", "-admin", e.url, "-all", "hooks"}, &stdout, &stderr)
+		done <- result{code, stdout.String(), stderr.String()}
 	}()
 	// The command catches SIGINT from before it starts the replay; send it
-	// once the first event is replayed (the next one waits 100s).
-	eventually.True(t, "the replay's first event", func() bool {
+	// once the first event is replayed (the next one waits 100s) and the
+	// command follows the replay (it read the POST's answer).
+	eventually.True(t, "the replay's first event, followed by the command", func() bool {
 		st, ok := e.mgr.Replaying("hooks")
-		return ok && st.Replayed == 1
+		return ok && st.Replayed == 1 && strings.Contains(stdout.String(), "replaying the DLQ of hooks")
 	})
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
