@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
@@ -158,10 +160,10 @@ func TestKeyStateFollowsDeliveries(t *testing.T) {
 	done := make(chan struct{})
 	go func() { c.deliver(0, "evt_1"); close(done) }()
 	var ks admin.KeyState
-	for i := 0; i < 200 && ks.State != "in_flight"; i++ { // bounded wait for the claim
+	eventually.True(t, "the claim of evt_1", func() bool {
 		_, ks = c.call(0, "GET", "/admin/keys/orders/evt_1", token)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ks.State == "in_flight"
+	})
 	if ks.State != "in_flight" || ks.Attempts != 1 {
 		t.Fatalf("while forwarding: %+v", ks)
 	}
@@ -197,15 +199,11 @@ func TestResetOnOneInstanceForwardsAgainOnAnother(t *testing.T) {
 	}
 	// B hears of the reset over pub/sub; wait (bounded) until its next
 	// delivery is forwarded rather than replayed from its window.
-	var forwarded bool
-	for i := 0; i < 100 && !forwarded; i++ {
-		forwarded = c.deliver(1, "evt_r").Header.Get("Idempotent-Replayed") == ""
-		if !forwarded {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	if !forwarded || c.upCalls.Load() != 2 {
-		t.Fatalf("after reset: forwarded=%v upstream calls %d, want 2", forwarded, c.upCalls.Load())
+	eventually.True(t, "B to forward evt_r after the reset", func() bool {
+		return c.deliver(1, "evt_r").Header.Get("Idempotent-Replayed") == ""
+	})
+	if c.upCalls.Load() != 2 {
+		t.Fatalf("after reset: upstream calls %d, want 2", c.upCalls.Load())
 	}
 }
 
@@ -246,13 +244,8 @@ func TestReadyzFollowsTheStore(t *testing.T) {
 	}
 	srv.Start()
 	code := 0
-	for i := 0; i < 50 && code != 200; i++ {
-		code, _ = c.call(0, "GET", "/readyz", "")
-		time.Sleep(50 * time.Millisecond)
-	}
-	if code != 200 {
-		t.Fatalf("readyz after Redis came back: %d", code)
-	}
+	eventually.Within(t, 10*time.Second, func() bool { code, _ = c.call(0, "GET", "/readyz", ""); return code == 200 },
+		func() string { return fmt.Sprintf("readyz after Redis came back: %d", code) })
 }
 
 func TestPprofBehindToken(t *testing.T) {
@@ -271,7 +264,10 @@ func TestLastSeenMovesForWindowReplays(t *testing.T) {
 	c := newCluster(t, redistest.Start(t), 1)
 	c.deliver(0, "evt_seen")
 	_, first := c.call(0, "GET", "/admin/keys/orders/evt_seen", token)
-	time.Sleep(10 * time.Millisecond) // the store keeps milliseconds: let the clock move
+	// The store keeps milliseconds: wait for the clock to reach the next one.
+	eventually.True(t, "the clock to pass the first last_seen", func() bool {
+		return first.LastSeen == nil || time.Now().UnixMilli() > first.LastSeen.UnixMilli() // nil: failed below
+	})
 	if resp := c.deliver(0, "evt_seen"); resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("second delivery not replayed")
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
@@ -105,15 +106,11 @@ func (e *dlqEnv) enqueue(key string, status int) string {
 func (e *dlqEnv) waitDLQ(n int) []queue.DeadEntry {
 	e.t.Helper()
 	var got []queue.DeadEntry
-	for range 500 {
+	eventually.Within(e.t, 5*time.Second, func() bool {
 		got, _, _ = e.mgr.ListDLQ(context.Background(), "hooks", "", 1000)
-		if len(got) == n {
-			return got
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("the DLQ holds %d events, want %d", len(got), n)
-	return nil
+		return len(got) == n
+	}, func() string { return fmt.Sprintf("the DLQ holds %d events, want %d", len(got), n) })
+	return got
 }
 
 // waitKey waits (bounded) until key's state on "hooks" is state.
@@ -127,16 +124,12 @@ func (e *dlqEnv) waitKey(key, state string) admin.KeyState {
 func (e *dlqEnv) waitKeyTries(key, state string, attempts int64) admin.KeyState {
 	e.t.Helper()
 	var ks admin.KeyState
-	for range 500 {
+	eventually.Within(e.t, 5*time.Second, func() bool {
 		ks = admin.KeyState{}
 		code, body := e.do("GET", "/admin/keys/hooks/"+key, token)
 		json.Unmarshal(body, &ks)
-		if code == 200 && ks.State == state && (attempts < 0 || ks.Attempts == attempts) {
-			return ks
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("key %s: %+v, want state %s", key, ks, state)
+		return code == 200 && ks.State == state && (attempts < 0 || ks.Attempts == attempts)
+	}, func() string { return fmt.Sprintf("key %s: %+v, want state %s", key, ks, state) })
 	return ks
 }
 
@@ -292,13 +285,13 @@ func TestDLQReplayAll(t *testing.T) {
 	if err := json.Unmarshal(body, &st); code != 202 || err != nil || st.Route != "hooks" || st.Total != 3 || st.Rate != 1000 || st.Started.IsZero() {
 		t.Fatalf("replay-all: %d %s", code, body)
 	}
-	for i := 0; i < 500 && st.State == "running"; i++ {
-		time.Sleep(10 * time.Millisecond)
+	eventually.Within(t, 5*time.Second, func() bool {
 		code, body = e.do("GET", "/admin/dlq/hooks/replay", token)
 		if err := json.Unmarshal(body, &st); code != 200 || err != nil {
 			t.Fatalf("status: %d %s", code, body)
 		}
-	}
+		return st.State != "running"
+	}, func() string { return fmt.Sprintf("replay-all still running: %+v", st) })
 	if st.State != "done" || st.Replayed != 3 || st.Total != 3 {
 		t.Fatalf("replay-all ended: %+v", st)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -122,20 +123,26 @@ func TestBufferedBatchesAndFlushesOnClose(t *testing.T) {
 }
 
 func TestBufferedFlushesOnItsInterval(t *testing.T) {
-	cw := &countingWriter{}
-	b := NewBuffered(cw, time.Millisecond, 1<<20)
-	defer b.Close()
-	b.Write([]byte("line\n"))
-	for i := 0; i < 1000; i++ { // bounded wait, not a timing assertion
-		cw.mu.Lock()
-		n := cw.buf.Len()
-		cw.mu.Unlock()
-		if n == 5 {
-			return
+	synctest.Test(t, func(t *testing.T) { // the interval passes in the bubble's fake time
+		cw := &countingWriter{}
+		b := NewBuffered(cw, time.Minute, 1<<20)
+		defer b.Close()
+		written := func() int {
+			cw.mu.Lock()
+			defer cw.mu.Unlock()
+			return cw.buf.Len()
 		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("never flushed")
+		b.Write([]byte("line\n"))
+		synctest.Wait()
+		if n := written(); n != 0 {
+			t.Fatalf("%d bytes written before the interval passed, want 0", n)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := written(); n != 5 {
+			t.Fatalf("%d bytes written once the interval passed, want 5", n)
+		}
+	})
 }
 
 func BenchmarkAccessLine(b *testing.B) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 )
 
 var traceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -195,11 +196,6 @@ func testInFlightGauge(t *testing.T) {
 		t.Fatal("no answer within 5s")
 	}
 	// The answer is written before ServeHTTP returns; wait for it to.
-	deadline := time.Now().Add(5 * time.Second)
-	for h.metric("webhook_in_flight_requests", nil) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("in flight still 1 after 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Within(t, 5*time.Second, func() bool { return h.metric("webhook_in_flight_requests", nil) == 0 },
+		func() string { return "in flight still 1" })
 }

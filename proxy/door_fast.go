@@ -364,6 +364,10 @@ type hangUpWatch struct {
 // watch starts peeking.
 const hangUpWatchAfter = 20 * time.Millisecond
 
+// hangUpPeeks counts the hang-up peeks that ran to their end, in this
+// process: tests wait on it rather than sleep past hangUpWatchAfter.
+var hangUpPeeks atomic.Int64
+
 // hangUpPeek is one watch's peek: its timer's function peeks unless the
 // delivery ended first. Whichever of the two claims it first decides.
 // It is its own allocation, shared with the timer's function only: the
@@ -394,6 +398,7 @@ func (w *hangUpWatch) start(c *fasthttp.RequestCtx) context.Context {
 		if peekHangUp(rc) {
 			cancel(errHangUp)
 		}
+		hangUpPeeks.Add(1)
 	})
 	return ctx
 }

@@ -8,3 +8,7 @@ func NewRequest(in *http.Request, uri string, body []byte, key, reqID, trace str
 	v := httpInbound(in)
 	return newRequest(&v, uri, body, key, reqID, trace, trusted)
 }
+
+// HangUpPeeks is how many of the fasthttp front door's hang-up peeks
+// have ended in this process.
+func HangUpPeeks() int64 { return hangUpPeeks.Load() }

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
 )
@@ -266,18 +268,8 @@ func testCallerThatStopsReadingIsCutOffAndDoesNotPinTheKey(t *testing.T) {
 	c.(*net.TCPConn).SetReadBuffer(4 << 10)
 	io.WriteString(c, signedRaw("POST", "/webhook/order", "evt_big", event, ""))
 	// Never read. The handler must end by itself: its access line appears.
-	done := false
-	for i := 0; i < 300 && !done; i++ { // bounded wait
-		for _, l := range h.logs.Lines() {
-			if l["msg"] == "delivery" && l["key"] == "evt_big" {
-				done = true
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !done {
-		t.Fatal("the handler is still writing to a caller that does not read")
-	}
+	eventually.Within(t, eventually.Bound, func() bool { return accessLine(h, "evt_big") != nil },
+		func() string { return "the handler is still writing to a caller that does not read" })
 	// The key is finished, not pinned in flight: a retry is replayed.
 	if r := h.post(t, "/webhook/order", "evt_big", event); r.status != 200 || r.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry: %d replayed=%q", r.status, r.header.Get("Idempotent-Replayed"))
@@ -376,18 +368,15 @@ func testFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
 	if r := h.post(t, "/webhook/order", "evt_outage", event); r.status != 200 {
 		t.Fatalf("status %d", r.status)
 	}
-	for i := 0; i < 100 && st.fails.Load() < 6; i++ { // bounded: past the foreground tries
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The answer waited for the foreground tries; the outage lasts until
+	// background tries failed too.
+	eventually.True(t, "finish tries past the foreground ones to fail", func() bool { return st.fails.Load() >= 6 })
 	st.down.Store(false)
 	var ks store.KeyState
-	for i := 0; i < 200 && ks.State != store.Finished; i++ { // bounded wait for the background finish
+	eventually.Within(t, eventually.Bound, func() bool {
 		ks, _ = mem.Get(context.Background(), "orders:evt_outage")
-		time.Sleep(20 * time.Millisecond)
-	}
-	if ks.State != store.Finished {
-		t.Fatalf("key %v after the outage, want finished", ks.State)
-	}
+		return ks.State == store.Finished
+	}, func() string { return fmt.Sprintf("key %v after the outage, want finished", ks.State) })
 	if v := h.metric("webhook_finish_deferred_total", map[string]string{"result": "recorded"}); v != 1 {
 		t.Fatalf("webhook_finish_deferred_total{result=recorded} = %v", v)
 	}
@@ -414,13 +403,10 @@ func testFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
 	st.Store = fresh
 	st.down.Store(false)
 	var ks store.KeyState
-	for i := 0; i < 200 && ks.State != store.Finished; i++ { // bounded wait
+	eventually.Within(t, eventually.Bound, func() bool {
 		ks, _ = fresh.Get(context.Background(), "orders:evt_lost")
-		time.Sleep(20 * time.Millisecond)
-	}
-	if ks.State != store.Finished {
-		t.Fatalf("key %v in the restarted store, want finished", ks.State)
-	}
+		return ks.State == store.Finished
+	}, func() string { return fmt.Sprintf("key %v in the restarted store, want finished", ks.State) })
 }
 
 // Regression (found by model checking the key protocol): a delivery in
@@ -443,9 +429,7 @@ func testResetDuringADeliveryIsNotUndone(t *testing.T) {
 	}, withStore(mem))
 	answered := make(chan result)
 	go func() { answered <- h.post(t, "/webhook/order", "evt_reset", event) }()
-	for i := 0; i < 200 && calls.Load() == 0; i++ { // bounded wait until it is in flight
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, "the delivery to reach the upstream", func() bool { return calls.Load() > 0 })
 	// The operator's reset, as the admin API does it.
 	if _, err := mem.Delete(context.Background(), "orders:evt_reset"); err != nil {
 		t.Fatal(err)
@@ -477,9 +461,7 @@ func testAccessLineAttemptAndLongPath(t *testing.T) {
 	})
 	first := make(chan result)
 	go func() { first <- h.post(t, "/webhook/order", "evt_409", event) }()
-	for i := 0; i < 200 && calls.Load() == 0; i++ { // bounded wait: the first copy is upstream
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, "the first copy to reach the upstream", func() bool { return calls.Load() > 0 })
 	r := h.post(t, "/webhook/order", "evt_409", event)
 	close(block)
 	<-first
@@ -566,17 +548,8 @@ func testCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
 	}
 	c.Close()
 	var line map[string]any
-	for i := 0; i < 500 && line == nil; i++ { // bounded wait for the access line
-		for _, l := range h.logs.Lines() {
-			if l["msg"] == "delivery" && l["key"] == "evt_gone" {
-				line = l
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if line == nil {
-		t.Fatal("no access line: the delivery still waits on the store after its caller left")
-	}
+	eventually.Within(t, eventually.Bound, func() bool { line = accessLine(h, "evt_gone"); return line != nil },
+		func() string { return "no access line: the delivery still waits on the store after its caller left" })
 	if line["status"] != float64(499) || line["outcome"] != "error" {
 		t.Fatalf("access line %v, want status 499, outcome error", line)
 	}
@@ -688,6 +661,7 @@ func testRequestPipelinedBehindAWaitingDeliveryIsServed(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second))
+	peeks := proxy.HangUpPeeks()
 	if _, err := io.WriteString(c, signedRaw("POST", "/webhook/order", "evt_first", event, "")); err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +675,11 @@ func testRequestPipelinedBehindAWaitingDeliveryIsServed(t *testing.T) {
 	if _, err := io.WriteString(c, signedRaw("POST", "/webhook/order", "evt_second", event, "")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // past the watch's start; nothing is timed
+	if doortest.Of(t) == config.ServerFastHTTP {
+		// The fasthttp door's hang-up watch peeks at the socket and sees
+		// the second request there: its peek ends, leaving the bytes.
+		eventually.True(t, "the hang-up watch to peek at the pipelined request", func() bool { return proxy.HangUpPeeks() > peeks })
+	}
 	gate <- struct{}{}
 	br := bufio.NewReader(c)
 	for i, key := range []string{"evt_first", "evt_second"} {
@@ -789,4 +767,15 @@ func testIdleAndHeaderTimeoutsCloseTheConnection(t *testing.T) {
 	if n := h.upCalls.Load(); n != 1 {
 		t.Fatalf("the upstream received %d deliveries, want 1 (the idle connection's)", n)
 	}
+}
+
+// accessLine is the access line of the delivery of key, nil while there
+// is none.
+func accessLine(h *harness, key string) map[string]any {
+	for _, l := range h.logs.Lines() {
+		if l["msg"] == "delivery" && l["key"] == key {
+			return l
+		}
+	}
+	return nil
 }

@@ -271,9 +271,16 @@ func deliver(t testing.TB, url, key string, body []byte, mutate ...func(*http.Re
 // metric returns the value of the series of name whose labels include want.
 func (h *harness) metric(name string, want map[string]string) float64 {
 	h.t.Helper()
-	mfs, err := h.reg.Gather()
+	return gatheredSum(h.t, h.reg, name, want)
+}
+
+// gatheredSum is the sum of reg's series of name whose labels include
+// want (a histogram counts its observations).
+func gatheredSum(t testing.TB, reg prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	sum := 0.0
 	for _, mf := range mfs {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -74,11 +75,10 @@ func testConcurrentIdenticalDeliveriesForwardExactlyOnce(t *testing.T) {
 			results <- h.post(t, "/webhook/order", "evt_c", event)
 		}()
 	}
-	// Let the in-flight copy finish once every other copy has been answered
-	// or a bounded wait passed.
-	for i := 0; i < 200 && h.metric("webhook_requests_total", map[string]string{"code": "409"}) < n-1; i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Let the in-flight copy finish once every other copy has been answered.
+	eventually.True(t, "every other copy to be answered 409", func() bool {
+		return h.metric("webhook_requests_total", map[string]string{"code": "409"}) >= n-1
+	})
 	close(release)
 	wg.Wait()
 	close(results)
@@ -658,13 +658,10 @@ func testReleaseHeldFreesLocksOfCutDeliveries(t *testing.T) {
 		answered <- code
 	}()
 	var st store.KeyState
-	for i := 0; i < 200 && st.State != store.InFlight; i++ { // bounded wait for the claim
+	eventually.Within(t, eventually.Bound, func() bool {
 		st, _ = mem.Get(context.Background(), "orders:evt_cut")
-		time.Sleep(5 * time.Millisecond)
-	}
-	if st.State != store.InFlight {
-		t.Fatalf("never in flight: %v", st.State)
-	}
+		return st.State == store.InFlight
+	}, func() string { return fmt.Sprintf("never in flight: %v", st.State) })
 	if n := h.gw.ReleaseHeld(context.Background()); n != 1 {
 		t.Fatalf("released %d locks, want 1", n)
 	}

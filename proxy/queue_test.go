@@ -15,6 +15,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
 )
@@ -37,15 +38,10 @@ func decodeQueued(t *testing.T, r result) queuedAnswer {
 	return a
 }
 
-// waitUntil polls cond for up to 10 s.
+// waitUntil polls cond for up to eventually.Bound.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	eventually.True(t, what, cond)
 }
 
 func TestQueueRouteAcknowledgesThenDelivers(t *testing.T) {

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
@@ -26,12 +28,15 @@ import (
 // listener with its own Redis client, sharing one real redis-server and one
 // upstream: what users run behind a load balancer.
 type fleet struct {
-	t         *testing.T
-	redis     []string
-	cfgYAML   string
-	up        *httptest.Server
-	upCalls   atomic.Int64
-	slow      atomic.Int64 // upstream delay in ms
+	t       *testing.T
+	redis   []string
+	cfgYAML string
+	up      *httptest.Server
+	upCalls atomic.Int64
+	slow    atomic.Int64 // upstream delay in ms
+	// gate, when set before the first delivery, holds every upstream call
+	// until it is closed.
+	gate      chan struct{}
 	gws       []*instance
 	opTimeout time.Duration // store op timeout; 0: the store's default
 }
@@ -66,16 +71,27 @@ routes:
 
 func newFleet(t *testing.T, redisAddrs []string, n int, onError, lockTTL string) *fleet {
 	f := &fleet{t: t, redis: redisAddrs}
+	ended := make(chan struct{}) // closed when the test ends, before f.up closes
 	f.up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		f.upCalls.Add(1)
-		if d := f.slow.Load(); d > 0 {
-			time.Sleep(time.Duration(d) * time.Millisecond)
+		if d := f.slow.Load(); d > 0 { // fault injection: a slow upstream
+			select {
+			case <-time.After(time.Duration(d) * time.Millisecond):
+			case <-ended:
+			}
+		}
+		if f.gate != nil {
+			select {
+			case <-f.gate:
+			case <-ended:
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"done":true}`)
 	}))
 	t.Cleanup(f.up.Close)
+	t.Cleanup(func() { close(ended) })
 	f.cfgYAML = strings.NewReplacer("%REDIS%", strings.Join(redisAddrs, ", "), "%UPSTREAM%", f.up.URL,
 		"%ONERROR%", onError, "%LOCKTTL%", lockTTL).Replace(redisConfig)
 	for i := 0; i < n; i++ {
@@ -104,6 +120,12 @@ func (f *fleet) start() *instance {
 }
 
 func (in *instance) stop() { in.srv.Close(); in.st.Close() }
+
+// metric is the sum of in's series of name whose labels include want.
+func (in *instance) metric(t testing.TB, name string, want map[string]string) float64 {
+	t.Helper()
+	return gatheredSum(t, in.reg, name, want)
+}
 
 func (f *fleet) deliver(i int, key string, body []byte) result {
 	return deliver(f.t, f.gws[i%len(f.gws)].srv.URL+"/webhook/order", key, body)
@@ -195,14 +217,13 @@ func testCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
 	if r.status != 409 || r.header.Get("Retry-After") == "" {
 		t.Fatalf("while locked: %d Retry-After %q", r.status, r.header.Get("Retry-After"))
 	}
-	// Retry until the lock expires: bounded by 40 x 100 ms.
-	for i := 0; i < 40; i++ {
-		if r = f.deliver(0, "evt_crash", event); r.status == 200 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if r.status != 200 || f.upCalls.Load() != 1 {
+	// The provider retries until redis-server expires the lock (1 s, on
+	// its own clock).
+	eventually.True(t, "a copy forwarded once the dead instance's lock expired", func() bool {
+		r = f.deliver(0, "evt_crash", event)
+		return r.status == 200
+	})
+	if f.upCalls.Load() != 1 {
 		t.Fatalf("after lock_ttl: %d, upstream %d", r.status, f.upCalls.Load())
 	}
 }
@@ -239,21 +260,12 @@ func testRedisKilledDuringRun(t *testing.T) {
 			}
 			// Redis comes back: the same instances serve again by themselves.
 			srv.Start()
-			for _, in := range f.gws { // each client reconnects on its own (bounded wait)
-				for i := 0; i < 50 && in.st.Ping(context.Background()) != nil; i++ {
-					time.Sleep(100 * time.Millisecond)
-				}
+			for _, in := range f.gws { // each client reconnects on its own
+				eventually.True(t, "the store to answer a ping again", func() bool { return in.st.Ping(context.Background()) == nil })
 			}
 			var r result
-			for i := 0; i < 50; i++ {
-				if r = f.deliver(0, "evt_after", event); r.status == 200 {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if r.status != 200 {
-				t.Fatalf("after Redis restarted: %d", r.status)
-			}
+			eventually.Within(t, eventually.Bound, func() bool { r = f.deliver(0, "evt_after", event); return r.status == 200 },
+				func() string { return fmt.Sprintf("after Redis restarted: %d", r.status) })
 			if r := f.deliver(1, "evt_after", event); r.header.Get("Idempotent-Replayed") != "true" {
 				t.Fatalf("duplicate after recovery: %d not replayed", r.status)
 			}
@@ -273,29 +285,33 @@ func TestRedisRestartDuringADeliveryDoesNotForwardItTwice(t *testing.T) {
 func testRedisRestartDuringADeliveryDoesNotForwardItTwice(t *testing.T) {
 	srv := redistest.StartServer(t)
 	f := newFleet(t, []string{srv.Addr}, 2, "reject", "5s")
-	f.slow.Store(300)
-	lockExpired := time.Now().Add(5 * time.Second)
+	f.gate = make(chan struct{}) // the upstream holds the copy until Redis is down
 	answered := make(chan result, 1)
 	go func() { answered <- f.deliver(0, "evt_restart", event) }()
-	for i := 0; i < 200 && f.upCalls.Load() == 0; i++ { // bounded wait: the upstream has the copy
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "the upstream to have the copy", func() bool { return f.upCalls.Load() > 0 })
 	srv.Stop() // Redis goes down while the upstream works, and loses everything
+	close(f.gate)
 	if r := <-answered; r.status != 200 {
 		t.Fatalf("first copy: %d", r.status)
 	}
-	time.Sleep(time.Second) // longer than the foreground finish retries
+	// The answer waited for the foreground finish tries (4). Redis stays
+	// down until a background try failed too: a restart that takes longer.
+	first := f.gws[0]
+	eventually.True(t, "a background finish try to fail while Redis is down", func() bool {
+		return first.metric(t, "webhook_finish_deferred_total", map[string]string{"result": "deferred"}) == 1 &&
+			first.metric(t, "webhook_store_errors_total", map[string]string{"op": "finish"}) > 4
+	})
 	srv.Start()
-	// After lock_ttl the provider's next copy reaches the other instance.
-	time.Sleep(time.Until(lockExpired))
+	// The background records the key once Redis is back, within lock_ttl.
+	eventually.True(t, "the background finish to record evt_restart", func() bool {
+		return first.metric(t, "webhook_finish_deferred_total", map[string]string{"result": "recorded"}) == 1
+	})
+	// The provider's next copy reaches the other instance.
 	var r result
-	for i := 0; i < 100; i++ { // bounded: about 10 s
+	eventually.True(t, "an answer other than 503 and 409 from the other instance", func() bool {
 		r = f.deliver(1, "evt_restart", event)
-		if r.status != 503 && r.status != 409 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return r.status != 503 && r.status != 409
+	})
 	if r.status != 200 || r.header.Get("Idempotent-Replayed") != "true" || f.upCalls.Load() != 1 {
 		t.Fatalf("next copy: %d replayed=%q, upstream calls %d (want a replay and 1 call)",
 			r.status, r.header.Get("Idempotent-Replayed"), f.upCalls.Load())
@@ -385,13 +401,9 @@ func testGatewayStartsWhileRedisIsDown(t *testing.T) {
 	}
 	srv.Start()
 	var r result
-	for i := 0; i < 50; i++ { // the client reconnects by itself (bounded wait)
-		if r = f.deliver(0, "evt_early", event); r.status == 200 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if r.status != 200 || f.upCalls.Load() != 1 {
+	eventually.Within(t, eventually.Bound, func() bool { r = f.deliver(0, "evt_early", event); return r.status == 200 }, // the client reconnects by itself
+		func() string { return fmt.Sprintf("after Redis came up: %d, upstream %d", r.status, f.upCalls.Load()) })
+	if f.upCalls.Load() != 1 {
 		t.Fatalf("after Redis came up: %d, upstream %d", r.status, f.upCalls.Load())
 	}
 }

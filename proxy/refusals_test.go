@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 )
 
 // Regression tests of what the gateway refuses (docs/security.md).
@@ -184,13 +185,9 @@ func testDeclaredLengthDoesNotReserveTheBody(t *testing.T) {
 		}
 	}
 	// Every delivery is waiting for the rest of its body, its buffer made.
-	deadline := time.Now().Add(10 * time.Second)
-	for n := 0; n < conns; n = readingBodies() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d deliveries reached the body read", n, conns)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	n := 0
+	eventually.Within(t, 10*time.Second, func() bool { n = readingBodies(); return n >= conns },
+		func() string { return fmt.Sprintf("%d of %d deliveries reached the body read", n, conns) })
 	grew := heapInUse() - before
 	t.Logf("%d connections announcing %d bytes, %d sent each: the heap grew by %d bytes", conns, maxBody, sent, grew)
 	if limit := int64(conns * maxBody / 4); grew > limit {

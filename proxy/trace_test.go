@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 )
 
 // callerTraceparent is a provider's traceparent: its trace and span ids.
@@ -36,23 +38,18 @@ func tracedHarness(t *testing.T, sampler sdktrace.Sampler, opts ...harnessOpt) (
 // span (kind server) for each of n deliveries, and returns every span.
 func waitSpans(t *testing.T, exp *tracetest.InMemoryExporter, n int) tracetest.SpanStubs {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		spans := exp.GetSpans()
-		roots := 0
+	var spans tracetest.SpanStubs
+	roots := 0
+	eventually.Within(t, 5*time.Second, func() bool {
+		spans, roots = exp.GetSpans(), 0
 		for _, s := range spans {
 			if s.SpanKind == trace.SpanKindServer {
 				roots++
 			}
 		}
-		if roots >= n {
-			return spans
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d delivery spans after 5s, want %d: %v", roots, n, names(spans))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return roots >= n
+	}, func() string { return fmt.Sprintf("%d delivery spans, want %d: %v", roots, n, names(spans)) })
+	return spans
 }
 
 func names(spans tracetest.SpanStubs) []string {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 )
 
 // findTool finds a command on PATH or in $(go env GOPATH)/bin, where
@@ -139,17 +140,14 @@ func startPebble(t *testing.T, httpPort, tlsPort string) *pebble {
 	roots.AppendCertsFromPEM(caPEM)
 	p.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	p.dir, p.mgmt, p.caFile = "https://"+listen+"/dir", "https://"+mgmt, filepath.Join(dir, "ca.pem")
-	for i := 0; ; i++ {
-		resp, err := p.client.Get(p.dir)
-		if err == nil {
+	var err error
+	eventually.Within(t, 10*time.Second, func() bool {
+		var resp *http.Response
+		if resp, err = p.client.Get(p.dir); err == nil {
 			resp.Body.Close()
-			break
 		}
-		if i == 200 {
-			t.Fatalf("pebble did not answer: %v\n%s", err, p.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	}, func() string { return fmt.Sprintf("pebble did not answer: %v\n%s", err, p.log.String()) })
 	return p
 }
 

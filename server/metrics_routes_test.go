@@ -18,6 +18,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 )
 
 // maxIdleRouteSeries bounds the series a route exports before its first
@@ -133,17 +134,11 @@ func sample(t *testing.T, reg prometheus.Gatherer, name string, want map[string]
 // gauges exist from then on), at most 10 s.
 func waitQueueStats(t *testing.T, reg prometheus.Gatherer, routes []string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for _, r := range routes {
-		for {
-			if _, ok := sample(t, reg, "webhook_queue_depth", map[string]string{"route": r}); ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("route %s: no webhook_queue_depth after 10 s", r)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually.Within(t, 10*time.Second, func() bool {
+			_, ok := sample(t, reg, "webhook_queue_depth", map[string]string{"route": r})
+			return ok
+		}, func() string { return "route " + r + ": no webhook_queue_depth" })
 	}
 }
 
@@ -286,13 +281,11 @@ func TestHistogramsAppearOnARoutesFirstDelivery(t *testing.T) {
 			}
 		}
 		// The queued event's delay is observed once the worker delivered it.
-		deadline := time.Now().Add(10 * time.Second)
-		for count("webhook_queue_delivery_delay_seconds", map[string]string{"route": "q0"}) != 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("webhook_queue_delivery_delay_seconds{route=q0}: no observation 10 s after the delivery")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually.Within(t, 10*time.Second, func() bool {
+			return count("webhook_queue_delivery_delay_seconds", map[string]string{"route": "q0"}) == 1
+		}, func() string {
+			return "webhook_queue_delivery_delay_seconds{route=q0}: not one observation after the delivery"
+		})
 		// Only the outcomes that happened, only on the routes they happened.
 		for _, c := range []struct {
 			name   string

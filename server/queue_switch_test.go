@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/store/redistest"
 )
 
@@ -93,9 +95,15 @@ func TestReloadRefusesToParkQueuedEvents(t *testing.T) {
 			// Drained: the held tries delivered, the dead-lettered purged.
 			up.release()
 			up.waitCompleted(t, append(held, "after-refused-to sync", "after-refused-removed"), 20*time.Second)
-			if err := in.Reload(in.path); !errors.Is(err, ErrQueueNotDrained) || !strings.Contains(err.Error(), "0 undelivered (queued or retrying) and 2 dead-lettered") {
-				t.Fatalf("reload with only dead-lettered events left: %v", err)
-			}
+			// The upstream's answers are in; the queue settles each a moment
+			// later.
+			var err error
+			qEventually(t, 10*time.Second, func() bool {
+				if err = in.Reload(in.path); !errors.Is(err, ErrQueueNotDrained) {
+					t.Fatalf("reload with only dead-lettered events left: %v, want ErrQueueNotDrained", err)
+				}
+				return strings.Contains(err.Error(), "0 undelivered (queued or retrying) and 2 dead-lettered")
+			}, func() string { return fmt.Sprintf("reload with only dead-lettered events left: %v", err) })
 			purgeDLQ(t, qi, qi.dlq())
 			qEventually(t, 10*time.Second, func() bool { return in.Reload(in.path) == nil }, func() string { return "the reload to sync once drained" })
 			if a := qPost(url, "sync-after"); a.status != 200 {
@@ -149,7 +157,7 @@ func TestSyncToQueueSwitchDoesNotDeliverAgain(t *testing.T) {
 			if err := in.Reload(in.path); err != nil {
 				t.Fatalf("reload to a queue route: %v", err)
 			}
-			time.Sleep(5 * time.Millisecond) // past the 1 ms local window
+			waitWindowForgets(t, in.Server, "before-1", "held-1")
 			if a := qPost(url, "held-1"); a.status != 409 {
 				t.Fatalf("a copy of the event whose sync copy is in flight: %d %q, want 409", a.status, a.raw)
 			}
@@ -179,7 +187,7 @@ func TestSyncToQueueSwitchDoesNotDeliverAgain(t *testing.T) {
 			if code := qi.adminJSON("DELETE", "/admin/keys/orders/before-1", &reset); code != 200 || reset.Forgot.State != "finished" {
 				t.Fatalf("keys reset: %d %+v, want it to forget a finished key", code, reset)
 			}
-			time.Sleep(5 * time.Millisecond) // past the 1 ms local window
+			waitWindowForgets(t, in.Server, "before-1")
 			if a := qPost(url, "before-1"); a.status != 202 || a.replayed {
 				t.Fatalf("the key after its reset: %d replayed=%v %q, want 202 queued anew", a.status, a.replayed, a.raw)
 			}
@@ -235,7 +243,7 @@ func TestQueueToSyncSwitchDoesNotDeliverAgain(t *testing.T) {
 				if err := in.Reload(in.path); err != nil {
 					t.Fatalf("reload to a sync route: %v", err)
 				}
-				time.Sleep(5 * time.Millisecond) // past the 1 ms local window
+				waitWindowForgets(t, in.Server, "e-1", "dead-1")
 				// The second copy is answered by the store.
 				for i := range 2 {
 					a := qPost(url, "e-1")
@@ -259,6 +267,21 @@ func TestQueueToSyncSwitchDoesNotDeliverAgain(t *testing.T) {
 				}
 			})
 		}
+	})
+}
+
+// waitWindowForgets waits until s's local window (1 ms in these tests)
+// holds none of keys of the route "orders", so that their next copies
+// reach the store.
+func waitWindowForgets(t *testing.T, s *Server, keys ...string) {
+	t.Helper()
+	eventually.True(t, fmt.Sprintf("the local window to forget %v", keys), func() bool {
+		for _, k := range keys {
+			if _, _, ok := s.gw.WindowState("orders:" + k); ok {
+				return false
+			}
+		}
+		return true
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/store/redistest"
 )
 
@@ -52,19 +53,14 @@ routes:
 	}
 	ln.Close()
 	// Only the CLIENT LIST's own connection is left.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		list, err := redistest.Command(rdb, "CLIENT", "LIST")
-		if err != nil {
+	var list string
+	n := 0
+	eventually.Within(t, 10*time.Second, func() bool {
+		var err error
+		if list, err = redistest.Command(rdb, "CLIENT", "LIST"); err != nil {
 			t.Fatal(err)
 		}
-		n := strings.Count(strings.TrimSpace(list), "\n") + 1
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d Redis connections left open:\n%s", n-1, list)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		n = strings.Count(strings.TrimSpace(list), "\n") + 1
+		return n == 1
+	}, func() string { return fmt.Sprintf("%d Redis connections left open:\n%s", n-1, list) })
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/store/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -82,20 +83,15 @@ func redisFixture(addr string) func(t *testing.T) *fixture {
 // waitGone returns once the Redis key k has expired.
 func waitGone(t *testing.T, r *Redis, k string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// redis-server expires k on its own clock: the fixtures give it a
+	// short TTL, and this polls until it is gone.
+	eventually.Within(t, 5*time.Second, func() bool {
 		n, err := r.client.Exists(context.Background(), k).Result()
 		if err != nil {
 			t.Fatalf("EXISTS: %v", err)
 		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not expire", k)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n == 0
+	}, func() string { return k + " did not expire" })
 }
 
 func TestRedisConformance(t *testing.T) {
@@ -200,17 +196,9 @@ func TestRedisStartsWhileDown(t *testing.T) {
 
 func waitPing(t *testing.T, r *Redis) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := r.Ping(context.Background())
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Redis did not come back: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var err error
+	eventually.Within(t, 10*time.Second, func() bool { err = r.Ping(context.Background()); return err == nil },
+		func() string { return fmt.Sprintf("Redis did not come back: %v", err) })
 }
 
 // allOps runs every Store method once and returns each one's error and

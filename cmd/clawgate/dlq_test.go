@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
@@ -109,33 +111,25 @@ func (e *dlqEnv) deadLetter(keys ...string) []string {
 func (e *dlqEnv) waitDLQ(n int) []string {
 	e.t.Helper()
 	var ids []string
-	for range 500 {
+	eventually.Within(e.t, 5*time.Second, func() bool {
 		got, _, _ := e.mgr.ListDLQ(context.Background(), "hooks", "", 1000)
 		ids = ids[:0]
 		for _, d := range got {
 			ids = append(ids, d.ID)
 		}
-		if len(ids) == n {
-			return ids
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("the DLQ holds %v, want %d events", ids, n)
-	return nil
+		return len(ids) == n
+	}, func() string { return fmt.Sprintf("the DLQ holds %v, want %d events", ids, n) })
+	return ids
 }
 
 // waitState waits (bounded) until key's state on "hooks" is state.
 func (e *dlqEnv) waitState(key, state string) {
 	e.t.Helper()
 	var ks queue.KeyState
-	for range 500 {
+	eventually.Within(e.t, 5*time.Second, func() bool {
 		ks, _ = e.mgr.Get(context.Background(), "hooks", key)
-		if ks.State == state {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("key %s: %+v, want %s", key, ks, state)
+		return ks.State == state
+	}, func() string { return fmt.Sprintf("key %s: %+v, want %s", key, ks, state) })
 }
 
 var tableHeader = regexp.MustCompile(`^ID +KEY +REASON +STATUS +ATTEMPTS +FIRST SEEN +DIED AT$`)
@@ -283,21 +277,19 @@ func TestDLQReplayAllCancelledBySignal(t *testing.T) {
 		out, errOut string
 	}
 	done := make(chan result, 1)
+	var stdout lockedBuffer // read while the command runs
 	go func() {
-		code, out, errOut := runCmd(t, "dlq", "replay", "-admin", e.url, "-all", "hooks")
-		done <- result{code, out, errOut}
+		var stderr bytes.Buffer
+		code := run([]string{"dlq", "replay", "-admin", e.url, "-all", "hooks"}, &stdout, &stderr)
+		done <- result{code, stdout.String(), stderr.String()}
 	}()
 	// The command catches SIGINT from before it starts the replay; send it
-	// once the first event is replayed (the next one waits 100s).
-	for i := 0; ; i++ {
-		if st, ok := e.mgr.Replaying("hooks"); ok && st.Replayed == 1 {
-			break
-		}
-		if i == 500 {
-			t.Fatal("the replay never started")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// once the first event is replayed (the next one waits 100s) and the
+	// command follows the replay (it read the POST's answer).
+	eventually.True(t, "the replay's first event, followed by the command", func() bool {
+		st, ok := e.mgr.Replaying("hooks")
+		return ok && st.Replayed == 1 && strings.Contains(stdout.String(), "replaying the DLQ of hooks")
+	})
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -425,15 +417,10 @@ func TestKeysOnAQueueRoute(t *testing.T) {
 	e := newDLQEnv(t, 1000)
 	dead := e.deadLetter("evt_dead")[0]
 	queued := e.enqueue("evt_retry", 500)
-	for i := 0; ; i++ { // bounded wait for its first try
-		if ks, _ := e.mgr.Get(context.Background(), "hooks", "evt_retry"); ks.Attempts == 1 {
-			break
-		}
-		if i == 500 {
-			t.Fatal("the first try never happened")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, "the first try of evt_retry", func() bool {
+		ks, _ := e.mgr.Get(context.Background(), "hooks", "evt_retry")
+		return ks.Attempts == 1
+	})
 	code, out, errOut := runCmd(t, "keys", "get", "-admin", e.url, "hooks", "evt_dead")
 	var ks admin.KeyState
 	if err := json.Unmarshal([]byte(out), &ks); code != 0 || err != nil || ks.State != "dead_lettered" || ks.ID != dead || ks.Attempts != 1 {

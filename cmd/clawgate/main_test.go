@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clawgate/clawgate/internal/eventually"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -149,14 +152,13 @@ func buildBinary(t *testing.T) string {
 
 func waitReady(t *testing.T, url string) {
 	t.Helper()
-	for i := 0; i < 200; i++ {
-		if resp, err := http.Get(url); err == nil {
+	eventually.True(t, url+" to answer", func() bool {
+		resp, err := http.Get(url)
+		if err == nil {
 			resp.Body.Close()
-			return
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("%s never answered", url)
+		return err == nil
+	})
 }
 
 func TestServeSimulateKeysReloadAndDrain(t *testing.T) {
@@ -221,13 +223,8 @@ func TestServeSimulateKeysReloadAndDrain(t *testing.T) {
 
 func waitLog(t *testing.T, b *lockedBuffer, want string) {
 	t.Helper()
-	for i := 0; i < 200; i++ {
-		if strings.Contains(b.String(), want) {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("log never said %q:\n%s", want, b.String())
+	eventually.Within(t, eventually.Bound, func() bool { return strings.Contains(b.String(), want) },
+		func() string { return fmt.Sprintf("log never said %q:\n%s", want, b.String()) })
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os/exec"
 	"os/signal"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clawgate/clawgate/internal/eventually"
 )
 
 // Regression: `make run` listened on every interface with the inline demo
@@ -62,12 +65,8 @@ func TestMakeRunStopsServeAndEchoOnSignals(t *testing.T) {
 			t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
 			// make builds the binary first: up to 2 minutes on a busy machine.
 			for _, want := range []string{`"msg":"clawgate listening","addr":"` + listen + `"`, `"msg":"echo listening"`} {
-				for i := 0; !strings.Contains(out.String(), want); i++ {
-					if i == 1200 {
-						t.Fatalf("make run never logged %s:\n%s", want, out.String())
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
+				eventually.Within(t, 2*time.Minute, func() bool { return strings.Contains(out.String(), want) },
+					func() string { return fmt.Sprintf("make run never logged %s:\n%s", want, out.String()) })
 			}
 			if strings.Contains(out.String(), `"addr":"[::]:`) {
 				t.Fatalf("gateway not on loopback:\n%s", out.String())
@@ -85,16 +84,10 @@ func TestMakeRunStopsServeAndEchoOnSignals(t *testing.T) {
 				t.Fatalf("make still running 30 s after the signal:\n%s", out.String())
 			}
 			// Nothing of the group is left: serve and echo are gone.
-			for i := 0; ; i++ {
-				if err := syscall.Kill(-pgid, 0); err != nil {
-					break
-				}
-				if i == 300 {
-					ps, _ := exec.Command("ps", "-o", "pid,cmd", "-g", strconv.Itoa(pgid)).CombinedOutput()
-					t.Fatalf("processes left after make exited:\n%s", ps)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			eventually.Within(t, 30*time.Second, func() bool { return syscall.Kill(-pgid, 0) != nil }, func() string {
+				ps, _ := exec.Command("ps", "-o", "pid,cmd", "-g", strconv.Itoa(pgid)).CombinedOutput()
+				return fmt.Sprintf("processes left after make exited:\n%s", ps)
+			})
 		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/internal/kafkatest"
 	"github.com/clawgate/clawgate/store/redistest"
 )
@@ -49,6 +50,7 @@ func (tr killTry) String() string {
 
 func newKillUpstream(t *testing.T) *killUpstream {
 	u := &killUpstream{tries: map[string][]killTry{}, inFlight: map[string]*atomic.Int64{}, srvs: map[string]*httptest.Server{}}
+	ended := make(chan struct{}) // closed when the test ends, before the servers close
 	for _, inst := range []string{"a", "b"} {
 		u.inFlight[inst] = &atomic.Int64{}
 		u.srvs[inst] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +59,12 @@ func newKillUpstream(t *testing.T) *killUpstream {
 			io.Copy(io.Discard, r.Body)
 			tr := killTry{inst: inst, start: time.Now()}
 			tr.attempt, _ = strconv.ParseInt(r.Header.Get("X-Clawgate-Attempt"), 10, 64)
-			time.Sleep(time.Duration(20+rand.IntN(31)) * time.Millisecond)
+			// Fault injection, not a wait: each try takes a while, so
+			// that some are in flight when an instance is killed.
+			select {
+			case <-time.After(time.Duration(20+rand.IntN(31)) * time.Millisecond):
+			case <-ended:
+			}
 			tr.end = time.Now()
 			key := r.Header.Get("Idempotency-Key")
 			u.mu.Lock()
@@ -68,6 +75,7 @@ func newKillUpstream(t *testing.T) *killUpstream {
 		}))
 		t.Cleanup(u.srvs[inst].Close)
 	}
+	t.Cleanup(func() { close(ended) })
 	return u
 }
 
@@ -137,13 +145,12 @@ routes:
 	g.done = make(chan struct{})
 	go func() { g.cmd.Wait(); logf.Close(); close(g.done) }()
 	t.Cleanup(func() { g.kill() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(g.admin + "/readyz")
-		if err == nil {
+	eventually.Within(t, 20*time.Second, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get(g.admin + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return g
+				return true
 			}
 		}
 		select {
@@ -151,11 +158,9 @@ routes:
 			t.Fatalf("gateway %s exited at start:\n%s", name, g.tail())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway %s: /readyz not 200 within 20s (%v):\n%s", name, err, g.tail())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	}, func() string { return fmt.Sprintf("gateway %s: /readyz not 200 (%v):\n%s", name, err, g.tail()) })
+	return g
 }
 
 // kill SIGKILLs the process and waits until it is gone.
@@ -281,11 +286,13 @@ func killAndTakeOver(t *testing.T, bin, backend, queueYAML string) {
 				// A provider retries until someone acknowledges (on Kafka,
 				// a key whose record a was producing when it died answers
 				// 409 until its 10 s reservation ends).
-				for try := 0; ackedBy[i] == "" && try < 400; try++ {
-					time.Sleep(50 * time.Millisecond)
-					if code, err := send(b, key); err == nil && code >= 200 && code <= 299 {
-						ackedBy[i] = b.name
-					}
+				if ackedBy[i] == "" {
+					eventually.Poll(20*time.Second, func() bool {
+						if code, err := send(b, key); err == nil && code >= 200 && code <= 299 {
+							ackedBy[i] = b.name
+						}
+						return ackedBy[i] != ""
+					})
 				}
 				if ackedBy[i] == "" {
 					failMu.Lock()
@@ -301,9 +308,7 @@ func killAndTakeOver(t *testing.T, bin, backend, queueYAML string) {
 	killed := make(chan struct{})
 	go func() {
 		defer close(killed)
-		for deadline := time.Now().Add(time.Minute); acked.Load() < 300 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
+		eventually.Poll(time.Minute, func() bool { return acked.Load() >= 300 })
 		a.kill()
 		// A try still at the upstream now was held by a when it died.
 		a.inFlightAtDeath = up.inFlight["a"].Load()
@@ -326,16 +331,13 @@ func killAndTakeOver(t *testing.T, bin, backend, queueYAML string) {
 	deadline := time.Now().Add(60 * time.Second)
 	for i := range events {
 		key := fmt.Sprintf("kill-%04d", i)
-		for {
-			st := b.keyState(key)
-			if st == "finished" && len(up.of(key)) > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s (acknowledged by %s) not delivered 60s after the provider finished: state %s, tries %v\n%s", key, ackedBy[i], st, up.of(key), b.tail())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var st string
+		eventually.Within(t, time.Until(deadline), func() bool {
+			st = b.keyState(key)
+			return st == "finished" && len(up.of(key)) > 0
+		}, func() string {
+			return fmt.Sprintf("%s (acknowledged by %s) not delivered 60s after the provider finished: state %s, tries %v\n%s", key, ackedBy[i], st, up.of(key), b.tail())
+		})
 	}
 
 	// doubles by the instance whose completed try was made again

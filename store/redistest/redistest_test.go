@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clawgate/clawgate/internal/eventually"
 )
 
 // recorder is a testing.TB that records Fatalf instead of stopping.
@@ -58,15 +60,10 @@ func TestReplica(t *testing.T) {
 	if _, err := AuthCommand(master.Addr, "pw", "SET", "k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		v, err := Command(replica.Addr, "GET", "k")
-		if err == nil && v == "v" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET on the replica = %q, %v; the write did not arrive", v, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var v string
+	var err error
+	eventually.Within(t, 5*time.Second, func() bool {
+		v, err = Command(replica.Addr, "GET", "k")
+		return err == nil && v == "v"
+	}, func() string { return fmt.Sprintf("GET on the replica = %q, %v; the write did not arrive", v, err) })
 }
