@@ -66,7 +66,7 @@ func noTries(t *testing.T, up *qUpstream, keys []string) {
 				t.Fatalf("%s reached the upstream while it should not: %+v", k, tr)
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // watching for what must not happen: no condition to poll for
 	}
 }
 
@@ -279,7 +279,7 @@ func TestBreakerOnAQueueRoute(t *testing.T) {
 	qEventually(t, 10*time.Second, func() bool { return a.routeInfo().Breaker != "closed" }, func() string { return "the breaker to open" })
 	// A few cooldowns of outage: without the breaker every event would
 	// spend its 6 tries in about a second and be dead-lettered.
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // the outage itself: the fault lasts this long
 	elapsed := time.Since(start)
 	tries := 0
 	for _, k := range keys {
