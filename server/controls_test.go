@@ -203,8 +203,7 @@ func TestBreakerOnASyncRoute(t *testing.T) {
 			if be == "redis" {
 				c.redis = redistest.Start(t)
 			}
-			y := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
-				"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(c.yaml()) +
+			y := toSync(c.yaml()) +
 				"    breaker: { failures: 3, cooldown: 1s }\n"
 			a := startQueueYAML(t, y, nil)
 			b := a

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -11,8 +10,7 @@ import (
 
 // syncYAML is c's config with its route turned into a sync one.
 func syncYAML(c qConf) string {
-	return strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
-		"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(c.yaml())
+	return toSync(c.yaml())
 }
 
 // Regression: `keys get` said "attempts: 5" for an event sent 5 times

@@ -17,8 +17,7 @@ func TestQueueRouteFollowsReload(t *testing.T) { doortest.ForEach(t, testQueueRo
 func testQueueRouteFollowsReload(t *testing.T) {
 	up := newQUpstream(t)
 	queued := qConf{upstream: up.srv.URL}.yaml()
-	sync := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
-		"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+	sync := toSync(queued)
 	if sync == queued {
 		t.Fatal("the sync config is the queue config")
 	}

@@ -127,20 +127,7 @@ func TestSyncToQueueSwitchDoesNotDeliverAgain(t *testing.T) {
 	for _, be := range []string{"memory", "redis", "cluster"} {
 		t.Run(be, func(t *testing.T) {
 			up := newQUpstream(t)
-			c := qConf{upstream: up.srv.URL}
-			switch be {
-			case "redis":
-				c.redis = redistest.Start(t)
-			case "cluster":
-				c.redis = "CLUSTER"
-			}
-			queued := strings.Replace(c.yaml(), "dedupe: { lock_ttl: 5s }", "dedupe: { lock_ttl: 5s, window: 1ms }", 1)
-			if be == "cluster" {
-				nodes := redistest.StartCluster(t)
-				queued = strings.Replace(queued, `addrs: ["CLUSTER"]`, `addrs: ["`+strings.Join(nodes, `", "`)+`"]`, 1)
-			}
-			sync := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
-				"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+			queued, sync := switchConfigs(t, be, up.srv.URL)
 			in := startFile(t, sync, nil)
 			url := "http://" + in.Addr().String() + "/webhook/order"
 
@@ -222,8 +209,7 @@ func TestQueueToSyncSwitchDoesNotDeliverAgain(t *testing.T) {
 					c.redis = redistest.Start(t)
 				}
 				queued := strings.Replace(c.yaml(), "dedupe: { lock_ttl: 5s }", "dedupe: { lock_ttl: 5s, window: 1ms }", 1)
-				sync := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
-					"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+				sync := toSync(queued)
 				in := startFile(t, queued, nil)
 				checkDoor(t, in.Server)
 				qi := &qInstance{Server: in.Server, t: t}

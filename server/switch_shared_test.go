@@ -10,6 +10,36 @@ import (
 	"github.com/clawgate/clawgate/store/redistest"
 )
 
+// switchConfigs starts what backend be needs ("memory", "redis",
+// "cluster" or "kafka") and returns a gateway config on it whose route
+// "orders" is a queue route, and the same with "orders" a sync route; the
+// local window is 1 ms, so that copies reach the store.
+func switchConfigs(t *testing.T, be, upstream string) (queued, synced string) {
+	t.Helper()
+	var c qConf
+	switch be {
+	case "redis":
+		c.redis = redistest.Start(t)
+	case "cluster":
+		c.redis = "CLUSTER"
+	case "kafka":
+		c = qBackends[1].conf(t)
+	}
+	c.upstream = upstream
+	queued = strings.Replace(c.yaml(), "dedupe: { lock_ttl: 5s }", "dedupe: { lock_ttl: 5s, window: 1ms }", 1)
+	if be == "cluster" {
+		nodes := redistest.StartCluster(t)
+		queued = strings.Replace(queued, `addrs: ["CLUSTER"]`, `addrs: ["`+strings.Join(nodes, `", "`)+`"]`, 1)
+	}
+	return queued, toSync(queued)
+}
+
+// toSync turns the queue route of a qConf's config into a sync route.
+func toSync(queued string) string {
+	return strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
+		"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+}
+
 // Regression (issue 20): only the process that reloaded a route from sync
 // to queue knew of the switch, so an instance started afterwards with the
 // queue route (a restart, a new pod) queued and delivered again a retry
@@ -21,22 +51,7 @@ func TestSwitchKnownAfterARestart(t *testing.T) {
 	for _, be := range []string{"cluster", "kafka"} {
 		t.Run(be, func(t *testing.T) {
 			up := newQUpstream(t)
-			var c qConf
-			switch be {
-			case "cluster":
-				c = qConf{redis: "CLUSTER"}
-			case "kafka":
-				c = qBackends[1].conf(t)
-			}
-			c.upstream = up.srv.URL
-			queued := strings.Replace(c.yaml(), "dedupe: { lock_ttl: 5s }", "dedupe: { lock_ttl: 5s, window: 1ms }", 1)
-			if be == "cluster" {
-				nodes := redistest.StartCluster(t)
-				queued = strings.Replace(queued, `addrs: ["CLUSTER"]`, `addrs: ["`+strings.Join(nodes, `", "`)+`"]`, 1)
-			}
-			syncY := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
-				"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
-
+			queued, syncY := switchConfigs(t, be, up.srv.URL)
 			a := startQueueYAML(t, syncY, nil)
 			if ans := qPost(a.url(), "before-1"); ans.status != 200 || ans.replayed {
 				t.Fatalf("on the sync route: %d %q", ans.status, ans.raw)
@@ -68,20 +83,7 @@ func TestModeSwitchUnderLoadWithTwoInstances(t *testing.T) {
 	for _, be := range []string{"redis", "cluster"} {
 		t.Run(be, func(t *testing.T) {
 			up := newQUpstream(t)
-			c := qConf{upstream: up.srv.URL}
-			switch be {
-			case "redis":
-				c.redis = redistest.Start(t)
-			case "cluster":
-				c.redis = "CLUSTER"
-			}
-			queued := c.yaml()
-			if be == "cluster" {
-				nodes := redistest.StartCluster(t)
-				queued = strings.Replace(queued, `addrs: ["CLUSTER"]`, `addrs: ["`+strings.Join(nodes, `", "`)+`"]`, 1)
-			}
-			syncY := strings.NewReplacer("    delivery: queue\n", "", "    workers: 8\n", "",
-				"    retry: { max_attempts: 6, initial: 20ms, max: 1s }\n", "").Replace(queued)
+			queued, syncY := switchConfigs(t, be, up.srv.URL)
 			a := startFile(t, syncY, nil)
 			b := startFile(t, syncY, nil)
 			urls := []string{"http://" + a.Addr().String() + "/webhook/order", "http://" + b.Addr().String() + "/webhook/order"}
