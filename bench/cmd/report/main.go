@@ -652,7 +652,7 @@ func table(w io.Writer, md bool, head []string, rows [][]string) {
 	}
 	line := func(cells []string) {
 		for i, c := range cells {
-			if i == 0 || i == 1 {
+			if i == 0 || i == 1 || head[i] == "floor" { // names left, figures right
 				fmt.Fprintf(w, "%-*s  ", width[i], c)
 			} else {
 				fmt.Fprintf(w, "%*s  ", width[i], c)
