@@ -100,11 +100,11 @@ fuzz:
 bench-deps:
 	@scripts/ensure-pkg.sh wrk wrk nginx nginx-light haproxy haproxy caddy caddy redis-server redis-server
 
-## bench: clawgate (net/http and fasthttp front doors) next to Nginx, HAProxy and Caddy on loopback (and the queue on Redis and on kfake); prints the tables, writes docs/benchmarks.md (~18 min on 2 CPUs).
+## bench: clawgate (net/http and fasthttp front doors) next to Nginx, HAProxy, Caddy and two Go floors (bench/cmd/floor) on loopback (and the queue on Redis and on kfake); prints the tables, the fractions of the floors, writes docs/benchmarks.md (~20 min on 2 CPUs).
 bench: bench-deps
 	bench/run.sh
 
-## bench-quick: a smoke run of the same harness (1 round of 2 s per case and target, about 2.5 min); writes no file.
+## bench-quick: a smoke run of the same harness (1 round of 2 s per case and target, about 3 min); writes no file.
 bench-quick: bench-deps
 	BENCH_QUICK=1 bench/run.sh
 

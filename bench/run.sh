@@ -11,6 +11,15 @@
 #                             nproc, master-worker (bench/haproxy.cfg.tmpl)
 #   caddy                     reverse_proxy, admin off, auto_https off, its own loopback
 #                             port only (bench/Caddyfile.tmpl)
+#   floor-forward             bench/cmd/floor -mode forward: a fasthttp server that
+#                             reads the body, hashes it (SHA-256) and forwards it
+#                             with a fasthttp HostClient, answering the upstream's
+#                             answer: the floor of a unique delivery
+#   floor-answer              bench/cmd/floor -mode answer: reads the body, hashes
+#                             it and answers a fixed JSON 200 from memory: the
+#                             floor of a duplicate; it runs the duplicates case
+#                             only (it never forwards, so unique, mix and the
+#                             fixed-rate case would measure nothing)
 #   clawgate-memory           clawgate (net/http front door) on the memory store
 #   clawgate-redis            the same on Redis
 #   clawgate-fasthttp-memory  clawgate-memory's config plus `server: fasthttp`
@@ -31,8 +40,9 @@
 # delay from the gateway's histogram) and the memory store's bytes per key.
 # For every run the report shows req/s and CPU microseconds per request
 # (wrk's load, the upstream, the proxy, Redis and kfake, from /proc), both
-# as ratios to Nginx's in the same round, and what other work on the
-# machine took meanwhile.
+# as ratios to Nginx's in the same round, every clawgate target's ratios to
+# its floor in the same round (unique and mix: floor-forward; duplicates:
+# floor-answer), and what other work on the machine took meanwhile.
 # Method and results: docs/benchmarks.md.
 #
 # Knobs (environment):
@@ -50,10 +60,11 @@
 #                     "null": clawgate to /dev/null, Nginx's access_log off,
 #                     no log line in HAProxy's and Caddy's configs
 #   BENCH_CASES="unique dup mix"
-#   BENCH_TARGETS="direct nginx haproxy caddy clawgate-memory clawgate-redis
+#   BENCH_TARGETS="direct nginx haproxy caddy floor-forward floor-answer
+#                  clawgate-memory clawgate-redis
 #                  clawgate-fasthttp-memory clawgate-fasthttp-redis
 #                  clawgate-redis-queue clawgate-kafka-queue"
-#                     (the ratios need nginx in the list)
+#                     (the ratios need nginx and the floors in the list)
 #   QUEUE_DRAIN=60    seconds to wait, after each run against a queue
 #                     target, for every accepted event to be delivered (and,
 #                     before it, for the pre-flight event)
@@ -90,7 +101,7 @@ RATE_ROUNDS=${RATE_ROUNDS:-$ROUNDS}
 MEMKEY_KEYS=${MEMKEY_KEYS:-1000000}
 BENCH_LOGS=${BENCH_LOGS:-file}
 BENCH_CASES=${BENCH_CASES:-unique dup mix}
-ALL_TARGETS="direct nginx haproxy caddy clawgate-memory clawgate-redis clawgate-fasthttp-memory clawgate-fasthttp-redis clawgate-redis-queue clawgate-kafka-queue"
+ALL_TARGETS="direct nginx haproxy caddy floor-forward floor-answer clawgate-memory clawgate-redis clawgate-fasthttp-memory clawgate-fasthttp-redis clawgate-redis-queue clawgate-kafka-queue"
 BENCH_TARGETS=${BENCH_TARGETS:-$ALL_TARGETS}
 QUEUE_DRAIN=${QUEUE_DRAIN:-60}
 BENCH_DOC=${BENCH_DOC-$ROOT/docs/benchmarks.md}
@@ -124,6 +135,10 @@ for t in "${TARGETS[@]}"; do
 done
 # has TARGET: whether TARGET is one of BENCH_TARGETS.
 has() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
+# skips CASE TARGET: whether TARGET sits out CASE (a case name, or "rate"
+# for the fixed-rate case): floor-answer answers every request from memory
+# and never forwards, so only the duplicates case measures anything on it.
+skips() { [[ $2 == floor-answer && $1 != dup ]]; }
 # uses_redis TARGET: the clawgate targets whose store (or ledger) is the bench Redis.
 uses_redis() { [[ $1 == clawgate-*redis* || $1 == clawgate-kafka-queue ]]; }
 NEED_REDIS=0
@@ -267,10 +282,10 @@ PREFLIGHT_INDEX=$((BENCH_KEYS - 1)) # never reached by a run that does not wrap
 
 # --- upstream, nginx, haproxy, caddy, redis ----------------------------------
 
-mapfile -t ports < <("$BIN/freeport" -n 7)
-((${#ports[@]} == 7)) || die "freeport failed"
+mapfile -t ports < <("$BIN/freeport" -n 8)
+((${#ports[@]} == 8)) || die "freeport failed"
 NGINX_PORT=${ports[0]} REDIS_PORT=${ports[1]} CG_PORT=${ports[2]} CG_ADMIN_PORT=${ports[3]} KAFKA_PORT=${ports[4]}
-HAPROXY_PORT=${ports[5]} CADDY_PORT=${ports[6]}
+HAPROXY_PORT=${ports[5]} CADDY_PORT=${ports[6]} FLOOR_PORT=${ports[7]}
 
 "$BIN/upstream" -listen 127.0.0.1:0 -addr-file "$TMP/upstream.addr" >"$TMP/upstream.log" 2>&1 &
 UP_PID=$!
@@ -466,6 +481,23 @@ stop_clawgate() {
 	fi
 }
 
+# The floors (bench/cmd/floor): a fresh process for every run, on
+# FLOOR_PORT, stopped before the next target runs (as clawgate is); they
+# log nothing.
+FLOOR_PID=""
+start_floor() { # MODE: forward or answer
+	"$BIN/floor" -mode "$1" -listen "127.0.0.1:$FLOOR_PORT" -upstream "$UP_ADDR" >"$TMP/floor.log" 2>&1 &
+	FLOOR_PID=$!
+	PIDS+=("$FLOOR_PID")
+	wait_port "$FLOOR_PORT" "$FLOOR_PID" || die "floor -mode $1 did not start: $(tail -n 5 "$TMP/floor.log")"
+}
+stop_floor() {
+	if [[ -n $FLOOR_PID ]]; then
+		stop_pid "$FLOOR_PID"
+		FLOOR_PID=""
+	fi
+}
+
 # log_reset FILE: frees a proxy's access log between runs. Nginx and Caddy
 # append (O_APPEND), so it is truncated. HAProxy writes its log lines at its
 # own offset even into a file opened for appending (a truncated one grows
@@ -483,6 +515,7 @@ log_reset() {
 # setup_target TARGET: fresh state for one run; sets URL, PROXY_PIDS, LOGFILE.
 setup_target() {
 	stop_clawgate
+	stop_floor
 	stop_kafka
 	PROXY_PIDS=()
 	LOGFILE=""
@@ -502,6 +535,11 @@ setup_target() {
 		URL=http://127.0.0.1:$CADDY_PORT
 		PROXY_PIDS=("$CADDY_PID")
 		[[ $BENCH_LOGS == file ]] && { LOGFILE=$CD/access.log; log_reset "$LOGFILE"; }
+		;;
+	floor-*)
+		start_floor "${1#floor-}"
+		URL=http://127.0.0.1:$FLOOR_PORT
+		PROXY_PIDS=("$FLOOR_PID")
 		;;
 	clawgate-*)
 		if uses_redis "$1"; then redis_flush || die "FLUSHALL on the bench redis failed"; fi
@@ -692,27 +730,36 @@ run_rate() { # ROUND TARGET
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 nc=$(wc -w <<<"$BENCH_CASES")
-est=$((ROUNDS * nc * ${#TARGETS[@]} * (DURATION + 2) + RATE_ROUNDS * ${#TARGETS[@]} * (RATE_DURATION + 2)))
+nw=0 nr=0 # runs per round: throughput (cases x targets), fixed rate
+for t in "${TARGETS[@]}"; do
+	for c in $BENCH_CASES; do skips "$c" "$t" || nw=$((nw + 1)); done
+	skips rate "$t" || nr=$((nr + 1))
+done
+est=$((ROUNDS * nw * (DURATION + 2) + RATE_ROUNDS * nr * (RATE_DURATION + 2)))
 drain_note=""
 [[ " ${TARGETS[*]} " == *"-queue "* ]] && drain_note=", plus the queue's drain after each of its runs"
 log "running: $ROUNDS round(s) x $nc case(s) x ${#TARGETS[@]} target(s) x ${DURATION}s, then fixed rate $RATE/s; about $((est / 60))m$((est % 60))s$drain_note"
-log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, haproxy :$HAPROXY_PORT, caddy :$CADDY_PORT, redis :$REDIS_PORT, kfake :$KAFKA_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
+log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, haproxy :$HAPROXY_PORT, caddy :$CADDY_PORT, redis :$REDIS_PORT, kfake :$KAFKA_PORT, floors :$FLOOR_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
+has floor-answer && log "floor-answer runs the duplicates case only (it never forwards: unique, mix and fixed rate would measure nothing)"
 
 for ((r = 1; r <= ROUNDS; r++)); do
 	for c in $BENCH_CASES; do
 		n=${#TARGETS[@]}
 		for ((k = 0; k < n; k++)); do
-			run_wrk "$r" "$c" "${TARGETS[$(((k + r - 1) % n))]}"
+			t=${TARGETS[$(((k + r - 1) % n))]}
+			skips "$c" "$t" || run_wrk "$r" "$c" "$t"
 		done
 	done
 done
 for ((r = 1; r <= RATE_ROUNDS; r++)); do
 	n=${#TARGETS[@]}
 	for ((k = 0; k < n; k++)); do
-		run_rate "$r" "${TARGETS[$(((k + r - 1) % n))]}"
+		t=${TARGETS[$(((k + r - 1) % n))]}
+		skips rate "$t" || run_rate "$r" "$t"
 	done
 done
 stop_clawgate
+stop_floor
 stop_kafka
 
 if ((MEMKEY_KEYS > 0)); then

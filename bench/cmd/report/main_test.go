@@ -309,3 +309,106 @@ func mustContain(t *testing.T, what, got string, wants []string) {
 		}
 	}
 }
+
+// Every clawgate target is compared with its floor from the same round:
+// floor-forward on unique and mix, floor-answer on duplicates (never
+// floor-forward, which runs that case too); medians of the per-round ratios,
+// req/s the target's over the floor's, CPU per request the floor's over the
+// target's, beside the ratios to nginx; the fasthttp door's floor goals.
+func TestFloors(t *testing.T) {
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=nginx rps=100 requests=1000 proxy_cpu_us=20000 total_cpu_us=50000
+kind=wrk round=1 case=unique target=floor-forward rps=100 requests=1000 proxy_cpu_us=20000 total_cpu_us=40000
+kind=wrk round=1 case=unique target=clawgate-fasthttp-memory rps=90 requests=900 proxy_cpu_us=27000 total_cpu_us=45000
+kind=wrk round=1 case=unique target=clawgate-redis rps=50 requests=500 proxy_cpu_us=20000 total_cpu_us=40000
+kind=wrk round=2 case=unique target=nginx rps=200 requests=2000 proxy_cpu_us=40000 total_cpu_us=100000
+kind=wrk round=2 case=unique target=floor-forward rps=200 requests=2000 proxy_cpu_us=40000 total_cpu_us=80000
+kind=wrk round=2 case=unique target=clawgate-fasthttp-memory rps=160 requests=1600 proxy_cpu_us=40000 total_cpu_us=64000
+kind=wrk round=3 case=unique target=nginx rps=100 requests=1000 proxy_cpu_us=20000 total_cpu_us=50000
+kind=wrk round=3 case=unique target=floor-forward rps=100 requests=1000 proxy_cpu_us=20000 total_cpu_us=40000
+kind=wrk round=3 case=unique target=clawgate-fasthttp-memory rps=70 requests=700 proxy_cpu_us=21000 total_cpu_us=35000
+kind=wrk round=1 case=dup target=floor-answer rps=300 requests=3000 proxy_cpu_us=30000 total_cpu_us=90000
+kind=wrk round=1 case=dup target=floor-forward rps=100 requests=1000 proxy_cpu_us=20000 total_cpu_us=40000
+kind=wrk round=1 case=dup target=clawgate-fasthttp-memory rps=270 requests=2700 proxy_cpu_us=27000 total_cpu_us=81000
+kind=wrk round=1 case=mix target=floor-forward rps=100 requests=1000 proxy_cpu_us=20000 total_cpu_us=40000
+kind=wrk round=1 case=mix target=clawgate-memory rps=110 requests=1100 proxy_cpu_us=33000 total_cpu_us=55000
+kind=wrk round=2 case=mix target=clawgate-memory rps=50 requests=500 proxy_cpu_us=15000 total_cpu_us=25000
+`))
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 || math.IsNaN(a) && math.IsNaN(b) }
+	for _, tc := range []struct {
+		c, t              string
+		rpsF, cpuF, proxF float64
+	}{
+		// req/s 0.9, 0.8, 0.7 (the ratio of the medians would be 90/100);
+		// CPU all 40/50, 40/40, 40/50; the proxy's 20/30, 20/25, 20/30
+		{"unique", "clawgate-fasthttp-memory", 0.8, 0.8, 2.0 / 3},
+		{"unique", "clawgate-redis", 0.5, 0.5, 0.5},
+		// against floor-answer (floor-forward's 100 req/s would give 2.7)
+		{"dup", "clawgate-fasthttp-memory", 0.9, 1, 1},
+		// round 2 has no floor: round 1 only
+		{"mix", "clawgate-memory", 1.1, 0.8, 2.0 / 3},
+		// not a clawgate target: no ratio to a floor
+		{"unique", "nginx", math.NaN(), math.NaN(), math.NaN()},
+		{"unique", floorForward, math.NaN(), math.NaN(), math.NaN()},
+	} {
+		t.Run(tc.c+"/"+tc.t, func(t *testing.T) {
+			row := r.rows[tc.c][tc.t]
+			if row == nil {
+				t.Fatal("no row")
+			}
+			if !near(row.rpsF, tc.rpsF) || !near(row.cpuAllF, tc.cpuF) || !near(row.cpuPerReqF, tc.proxF) {
+				t.Errorf("ratios to the floor %v %v %v, want %v %v %v", row.rpsF, row.cpuAllF, row.cpuPerReqF, tc.rpsF, tc.cpuF, tc.proxF)
+			}
+		})
+	}
+	byName := map[string]goalResult{}
+	for _, g := range r.goals {
+		byName[g.name()] = g
+	}
+	for name, want := range map[string][2]string{
+		"unique (new key each), clawgate fasthttp (memory) ÷ floor (forward)": {"MISSED", "MISSED"}, // 0.80, 0.80
+		"duplicates (one key), clawgate fasthttp (memory) ÷ floor (answer)":   {"MET", "MET"},       // 0.90, 1.00
+	} {
+		g, ok := byName[name]
+		if !ok {
+			t.Fatalf("no goal %q", name)
+		}
+		if v, c := verdictOf(g.rpsX, g.want), verdictOf(g.cpuX, g.want); v != want[0] || c != want[1] {
+			t.Errorf("%s: verdicts %s %s, want %v", name, v, c, want)
+		}
+	}
+	for _, row := range r.floorRows() {
+		if !strings.HasPrefix(row[1], "clawgate") {
+			t.Errorf("floor table row for %s", row[1])
+		}
+	}
+	var b strings.Builder
+	r.text(&b)
+	txt := strings.Join(strings.Fields(b.String()), " ")
+	mustContain(t, "text", txt, []string{
+		"Against the floors (bench/cmd/floor; unique and mix: floor-forward, duplicates: floor-answer)",
+		"unique (new key each) clawgate fasthttp (memory) floor (forward) 0.80 0.80 0.80 1.00 30 µs 20 µs 0.67",
+		"unique (new key each), clawgate fasthttp (memory) ÷ floor (forward) >= 0.85 0.80 MISSED 0.80 MISSED",
+	})
+	var md strings.Builder
+	r.markdown(&md, nil)
+	doc := md.String()
+	mustContain(t, "markdown", doc, []string{
+		"## Against the floors\n\nThe floors are two targets",
+		"| case | target | floor | req/s ÷ floor | req/s ÷ nginx |",
+		"| unique (new key each) | clawgate fasthttp (memory) | floor (forward) | 0.80 | 0.80 | 0.80 | 1.00 | 30 µs | 20 µs | 0.67 |",
+		"| duplicates (one key) | clawgate fasthttp (memory) | floor (answer) | 0.90 | - | 1.00 | - | 10 µs | 10 µs | 1.00 |",
+		"| mix (80/20) | clawgate (memory) | floor (forward) | 1.10 | - | 0.80 | - | 30 µs | 20 µs | 0.67 |",
+		"| duplicates (one key), clawgate fasthttp (memory) ÷ floor (answer) | >= 0.85 | 0.90 | MET | 1.00 | MET |",
+		"| unique (new key each) | floor (forward) | 100 | 1.00 |", // the floors in the other tables, against nginx
+		"- **Floors**: bench/cmd/floor",
+	})
+	// Without the floors: no fractions, and the section says so.
+	r = analyse(parse(`kind=wrk round=1 case=unique target=clawgate-memory rps=10 requests=10 total_cpu_us=100`))
+	if row := r.rows["unique"]["clawgate-memory"]; !math.IsNaN(row.rpsF) {
+		t.Errorf("ratio to a floor not measured: %v", row.rpsF)
+	}
+	md.Reset()
+	r.markdown(&md, nil)
+	mustContain(t, "markdown", md.String(), []string{"## Against the floors", "Not measured (needs floor-forward and floor-answer in BENCH_TARGETS)."})
+}
