@@ -183,6 +183,9 @@ func TestConsoleBrowser(t *testing.T) {
 	for _, e := range in.dlq().Entries {
 		ids[e.Key] = e.ID
 	}
+	if want := `"console":"` + in.admin() + `/ui/"`; !strings.Contains(in.log.String(), want) {
+		t.Errorf("the start-up log does not give the console's address %s:\n%s", want, in.log)
+	}
 	b := newConsoleTab(t)
 	ui := in.admin() + "/ui/"
 
@@ -308,6 +311,41 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Errorf("window.__xss is %s: the attacker's markup ran", typ)
 		}
 	})
+
+	t.Run("paging and replay all", func(t *testing.T) { consoleReplayAll(t, in, up, b.with(t)) })
+}
+
+// consoleReplayAll: a DLQ paged one event a page with the cursor, then
+// replayed whole from the page, with its progress shown.
+func consoleReplayAll(t *testing.T, in *qInstance, up *qUpstream, b *consoleTab) {
+	keys := []string{"<i>all-1</i>", "<i>all-2</i>"}
+	for _, k := range keys {
+		if a := qPost(in.url(), k); a.status != http.StatusAccepted {
+			t.Fatalf("post %q: %d %s", k, a.status, a.raw)
+		}
+	}
+	qEventually(t, 10*time.Second, func() bool { return len(in.dlq().Entries) == 2 }, func() string { return fmt.Sprintf("DLQ %+v", in.dlq()) })
+	first, second := in.dlq().Entries[0].ID, in.dlq().Entries[1].ID
+	b.do(chromedp.Navigate(in.admin() + "/ui/routes/orders/dlq?limit=1"))
+	b.wait("the first page", `document.querySelectorAll('#dlq tbody tr[data-id]').length === 1 && document.querySelector('#dlq tr[data-id="`+first+`"]')`)
+	b.click(`button[data-action="next"]`)
+	b.wait("the second page", `document.querySelectorAll('#dlq tbody tr[data-id]').length === 1 && document.querySelector('#dlq tr[data-id="`+second+`"]')`)
+	if consoleEval[bool](b, `!!document.querySelector('button[data-action="next"]')`) {
+		t.Error("a next page after the last")
+	}
+	b.click(`button[data-action="first"]`)
+	b.wait("the first page again", `document.querySelector('#dlq tr[data-id="`+first+`"]')`)
+
+	b.click(`button[data-action="replay-all"]`)
+	b.click(`button[data-action="confirm"]`)
+	b.wait("the replay's end", `document.getElementById('replay-progress').textContent.includes("done, 2 of 2 replayed")`)
+	b.wait("the empty DLQ", `document.querySelectorAll('#dlq tbody tr[data-id]').length === 0`)
+	up.waitCompleted(t, keys, 10*time.Second)
+	for _, k := range keys {
+		if n := up.completions(k); n != 1 {
+			t.Errorf("%s completed %d times, want 1", k, n)
+		}
+	}
 }
 
 // encodeURIComponent escapes s as the console's JavaScript does.

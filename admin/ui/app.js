@@ -160,9 +160,10 @@ async function dlqPage(my, route) {
   crumbs.replaceChildren(link("/ui/", "Routes"), " / ", link(`/ui/routes/${enc(route)}`, route), " / DLQ");
   const base = `/admin/dlq/${enc(route)}`;
   const progress = el("span", { id: "replay-progress", class: "muted" });
+  const limit = new URLSearchParams(location.search).get("limit") || "50"; // ?limit=N: page size
   let cursor = "";
   const load = async () => {
-    const page = await api("GET", `${base}?limit=50` + (cursor ? "&cursor=" + enc(cursor) : ""));
+    const page = await api("GET", `${base}?limit=${enc(limit)}` + (cursor ? "&cursor=" + enc(cursor) : ""));
     if (my !== gen) return;
     const rows = page.entries.map((d) =>
       el("tr", { "data-id": d.id },
