@@ -213,6 +213,24 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("key lookup form", func(t *testing.T) {
+		b := b.with(t)
+		b.do(chromedp.Navigate(ui))
+		b.wait("the routes table", `document.querySelectorAll('#routes tbody tr').length === 2`)
+		before := consoleEval[string](b, `document.querySelector('main p.muted').textContent`)
+		b.do(chromedp.SendKeys(chromedp.CSS(`form.lookup input[name="key"]`), xssImg))
+		// What the operator types survives the overview's refresh.
+		b.wait("a refresh", `document.querySelector('main p.muted').textContent !== `+jsString(before))
+		if got := consoleEval[string](b, `document.querySelector('form.lookup input[name="key"]').value`); got != xssImg {
+			t.Fatalf("the lookup field holds %q after a refresh, want %q", got, xssImg)
+		}
+		b.click(`form.lookup button[type="submit"]`)
+		b.wait("the key page", `document.getElementById('key-state') && document.getElementById('key-state').textContent === "dead_lettered"`)
+		if got := consoleEval[string](b, `document.querySelector('#key dd').textContent`); got != xssImg {
+			t.Errorf("key shown as %q", got)
+		}
+	})
+
 	t.Run("DLQ shows attacker keys as text", func(t *testing.T) {
 		b := b.with(t)
 		// A deep link, loaded afresh.

@@ -103,10 +103,13 @@ function lookupForm(routes, route) {
 
 async function overview(my) {
   crumbs.replaceChildren();
+  const tbody = el("tbody");
+  const updated = el("p", { class: "muted" });
+  let form = null; // built once: a refresh must not clear what the operator types
   const load = async () => {
     const page = await api("GET", "/admin/routes");
     if (my !== gen) return;
-    const rows = page.routes.map((r) =>
+    tbody.replaceChildren(...page.routes.map((r) =>
       el("tr", { "data-route": r.name },
         el("td", {}, link(`/ui/routes/${enc(r.name)}`, r.name)),
         el("td", {}, r.delivery),
@@ -114,14 +117,17 @@ async function overview(my) {
         el("td", {}, r.delivery === "queue" ? link(`/ui/routes/${enc(r.name)}/dlq`, num(r.dlq)) : "—"),
         el("td", {}, breaker(r)),
         el("td", { class: "paused" }, r.delivery === "queue" ? (r.paused ? el("span", { class: "badge bad" }, "paused since " + time(r.paused_since)) : "no") : "—"),
-        el("td", {}, pauseButton(r, load), r.error ? el("span", { class: "error" }, " " + r.error) : "")));
-    render(
-      el("h1", {}, "Routes"),
-      el("table", { id: "routes" },
-        el("thead", {}, el("tr", {}, ["Route", "Delivery", "Queue depth", "DLQ", "Breaker", "Paused", ""].map((h) => el("th", {}, h)))),
-        el("tbody", {}, rows)),
-      el("p", { class: "muted" }, "Refreshed every 5 s. Updated " + new Date().toISOString().replace("T", " ").slice(0, 19) + "Z."),
-      lookupForm(page.routes));
+        el("td", {}, pauseButton(r, load), r.error ? el("span", { class: "error" }, " " + r.error) : ""))));
+    updated.textContent = "Refreshed every 5 s. Updated " + new Date().toISOString().replace("T", " ").slice(0, 19) + "Z.";
+    if (!form) {
+      form = lookupForm(page.routes);
+      render(
+        el("h1", {}, "Routes"),
+        el("table", { id: "routes" },
+          el("thead", {}, el("tr", {}, ["Route", "Delivery", "Queue depth", "DLQ", "Breaker", "Paused", ""].map((h) => el("th", {}, h)))),
+          tbody),
+        updated, form);
+    }
   };
   await load();
   every(5000, () => guard(load));
@@ -129,6 +135,7 @@ async function overview(my) {
 
 async function routePage(my, name) {
   crumbs.replaceChildren(link("/ui/", "Routes"), " / ", name);
+  let form = null; // kept over refreshes, with what the operator typed
   const load = async () => {
     const page = await api("GET", "/admin/routes");
     if (my !== gen) return;
@@ -148,7 +155,8 @@ async function routePage(my, name) {
     row("Breaker", breaker(r));
     if (r.breaker_open_until) row("Breaker open until", time(r.breaker_open_until));
     if (r.error) row("Error", el("span", { class: "error" }, r.error));
-    render(el("h1", {}, "Route ", name), dl, el("div", { class: "actions" }, pauseButton(r, load)), lookupForm(page.routes, name));
+    if (!form) form = lookupForm(page.routes, name);
+    render(el("h1", {}, "Route ", name), dl, el("div", { class: "actions" }, pauseButton(r, load)), form);
   };
   await load();
   every(5000, () => guard(load));
