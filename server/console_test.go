@@ -382,8 +382,10 @@ func encodeURIComponent(s string) string {
 
 // A page of another site the operator opens cannot change anything
 // through a tokenless admin listener with a form: its cross-site POSTs to
-// the endpoints the console uses (pause, replay one, replay all) are
-// refused by the browser-marked origin, and nothing changes.
+// the endpoints the console uses (pause, resume, replay one, replay all)
+// are refused, and nothing changes. (A form cannot send the DELETEs of
+// purge and reset; admin's TestAdminRefusesCrossSiteSimpleRequests sends
+// them as other simple requests.)
 func TestConsoleCrossSiteFormPost(t *testing.T) {
 	up := newQUpstream(t)
 	up.setAnswer(func(string, int) int { return http.StatusBadRequest })
@@ -409,6 +411,15 @@ func TestConsoleCrossSiteFormPost(t *testing.T) {
 	}
 	if in.routeInfo().Paused {
 		t.Error("a cross-site form paused the route")
+	}
+	// Nor can it resume a paused route.
+	if code := in.adminJSON("POST", "/admin/routes/orders/pause", nil); code != http.StatusOK {
+		t.Fatalf("pause: %d", code)
+	}
+	b.do(chromedp.Navigate(evil.URL + "/?to=/admin/routes/orders/resume&enctype=application/x-www-form-urlencoded"))
+	b.wait("the admin listener's answer", `location.href.startsWith(`+jsString(in.admin())+`) && document.body && document.body.innerText.includes("refused")`)
+	if !in.routeInfo().Paused {
+		t.Error("a cross-site form resumed the route")
 	}
 	if p := in.dlq(); len(p.Entries) != 1 || p.Entries[0].ID != id {
 		t.Errorf("a cross-site form changed the DLQ: %+v", p)
