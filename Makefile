@@ -1,5 +1,5 @@
 # clawgate: `make demo` runs the incident on the embedded store; `make test`
-# installs what the tests need (redis-server, promtool) and runs them all.
+# installs what the tests need (redis-server, promtool, chromium) and runs them all.
 GO       ?= go
 # The version make build stamps, without the tag's "v" (as make release and the
 # image tag write it).
@@ -45,7 +45,7 @@ run: build
 	  [ "$$(grep SigCgt /proc/$$make_pid/status 2>/dev/null)" = "$$make_sigs" ]; do sleep 1; done
 
 test-deps:
-	@scripts/ensure-pkg.sh redis-server redis-server redis-cli redis-tools promtool prometheus zsh zsh fish fish groff groff-base
+	@scripts/ensure-pkg.sh redis-server redis-server redis-cli redis-tools promtool prometheus zsh zsh fish fish groff groff-base chromium chromium
 	@GO=$(GO) scripts/ensure-pebble.sh
 
 ## test: everything, against a real redis-server the tests start themselves,

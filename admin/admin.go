@@ -1,7 +1,7 @@
 // Package admin serves the admin listener: /metrics, /healthz, /readyz, the
 // operator's key API, the dead-letter queues of the queue routes and config
-// reload under /admin/ and Go's profiler under /debug/pprof/ (behind the
-// admin token, like /admin/).
+// reload under /admin/, Go's profiler under /debug/pprof/ (behind the
+// admin token, like /admin/) and the web console under /ui/.
 package admin
 
 import (
@@ -146,7 +146,16 @@ func Handler(o Options) http.Handler {
 	mux.Handle("/admin/", a.auth(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
 	}))
-	return mux
+	// The console is served before the mux, which would redirect a path
+	// with a dot-segment instead of refusing it.
+	ui := a.console()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/") {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 type api struct{ Options }

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,8 +273,18 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 			in.errc <- err
 		}
 	}()
-	log.Info("clawgate listening", "addr", in.addr.String(), "server", string(cfg.Server), "admin", cfg.Admin.Listen,
-		"store", cfg.Store.Backend, "routes", len(cfg.Routes), "version", o.Version)
+	attrs := []any{"addr", in.addr.String(), "server", string(cfg.Server), "admin", cfg.Admin.Listen,
+		"store", cfg.Store.Backend, "routes", len(cfg.Routes), "version", o.Version}
+	if in.adminAddr != nil {
+		// The web console's address, on the admin listener (localhost
+		// when it listens on every address).
+		host := in.adminAddr.String()
+		if ta, ok := in.adminAddr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+			host = net.JoinHostPort("localhost", strconv.Itoa(ta.Port))
+		}
+		attrs = append(attrs, "console", "http://"+host+"/ui/")
+	}
+	log.Info("clawgate listening", attrs...)
 	// Both listeners are bound: a systemd Type=notify unit is started.
 	in.notify("READY=1")
 	return in, nil
