@@ -258,58 +258,90 @@ func TestBreakerOnASyncRoute(t *testing.T) {
 // The breaker of a queue route: once open, the route keeps
 // acknowledging, and no try but one probe per cooldown reaches the
 // upstream, so an outage does not push events into the DLQ; when the
-// upstream is back every event is delivered once. Redis, two instances.
+// upstream is back every event is delivered once. Memory (one
+// instance), Redis Streams and Kafka (two instances).
 func TestBreakerOnAQueueRoute(t *testing.T) {
-	up := newQUpstream(t)
-	var down atomic.Bool
-	down.Store(true)
-	up.setAnswer(func(string, int) int {
-		if down.Load() {
-			return 503
+	forEachControlBackend(t, func(t *testing.T, c qConf, instances int) {
+		up := newQUpstream(t)
+		var down atomic.Bool
+		down.Store(true)
+		up.setAnswer(func(string, int) int {
+			if down.Load() {
+				return 503
+			}
+			return 200
+		})
+		c.upstream, c.retry, c.route = up.srv.URL, "{ max_attempts: 6, initial: 20ms, max: 100ms }", "breaker: { failures: 2, cooldown: 1s }"
+		insts, urls := startInstances(t, c, instances)
+		keys := qKeys("outage", 10)
+		start := time.Now()
+		checkAcks(t, qSendAll(keys, urls, 4), len(urls))
+		qEventually(t, 10*time.Second, func() bool { return insts[0].routeInfo().Breaker != "closed" }, func() string { return "the breaker to open" })
+		// A few cooldowns of outage: without the breaker every event would
+		// spend its 6 tries in about a second and be dead-lettered.
+		time.Sleep(2500 * time.Millisecond) // the outage itself: the fault lasts this long
+		elapsed := time.Since(start)
+		tries := 0
+		for _, k := range keys {
+			tries += len(up.tries(k))
 		}
-		return 200
+		// The 2 failures that open it, tries already in flight then (at most
+		// a worker slot each), and one probe per cooldown.
+		if most := 2 + instances*8 + int(elapsed/time.Second) + 1; tries > most {
+			t.Fatalf("%d tries in %v of outage, want at most %d", tries, elapsed, most)
+		}
+		if dlq := insts[0].dlq(); len(dlq.Entries) != 0 {
+			t.Fatalf("events dead-lettered while the breaker was open: %+v", dlq.Entries)
+		}
+		down.Store(false)
+		up.waitCompleted(t, keys, 20*time.Second)
+		for _, in := range insts {
+			in.stop(time.Second)
+		}
+		checkOnce(t, up, keys)
 	})
-	c := qConf{upstream: up.srv.URL, redis: redistest.Start(t), retry: "{ max_attempts: 6, initial: 20ms, max: 100ms }",
-		route: "breaker: { failures: 2, cooldown: 1s }"}
-	a, b := startQueue(t, c, nil), startQueue(t, c, nil)
-	keys := qKeys("outage", 10)
-	start := time.Now()
-	checkAcks(t, qSendAll(keys, []string{a.url(), b.url()}, 4), 2)
-	qEventually(t, 10*time.Second, func() bool { return a.routeInfo().Breaker != "closed" }, func() string { return "the breaker to open" })
-	// A few cooldowns of outage: without the breaker every event would
-	// spend its 6 tries in about a second and be dead-lettered.
-	time.Sleep(2500 * time.Millisecond) // the outage itself: the fault lasts this long
-	elapsed := time.Since(start)
-	tries := 0
-	for _, k := range keys {
-		tries += len(up.tries(k))
-	}
-	// The 2 failures that open it, tries already in flight then (at most
-	// a worker slot each), and one probe per cooldown.
-	if most := 2 + 2*8 + int(elapsed/time.Second) + 1; tries > most {
-		t.Fatalf("%d tries in %v of outage, want at most %d", tries, elapsed, most)
-	}
-	if dlq := a.dlq(); len(dlq.Entries) != 0 {
-		t.Fatalf("events dead-lettered while the breaker was open: %+v", dlq.Entries)
-	}
-	down.Store(false)
-	up.waitCompleted(t, keys, 20*time.Second)
-	a.stop(time.Second)
-	b.stop(time.Second)
-	checkOnce(t, up, keys)
 }
 
-// Pace bounds the tries of a route over both instances together: at 20
+// forEachControlBackend runs f on the memory queue (one instance) and on
+// each shared backend (two instances).
+func forEachControlBackend(t *testing.T, f func(t *testing.T, c qConf, instances int)) {
+	t.Run("memory", func(t *testing.T) { f(t, qConf{}, 1) })
+	for _, be := range qBackends {
+		t.Run(be.name, func(t *testing.T) { f(t, be.conf(t), 2) })
+	}
+}
+
+// startInstances starts n instances on c and returns them with their
+// delivery URLs.
+func startInstances(t *testing.T, c qConf, n int) ([]*qInstance, []string) {
+	t.Helper()
+	var insts []*qInstance
+	var urls []string
+	for range n {
+		in := startQueue(t, c, nil)
+		insts = append(insts, in)
+		urls = append(urls, in.url())
+	}
+	return insts, urls
+}
+
+// Pace bounds the tries of a route over every instance together: at 20
 // tries a second, no half second holds more than 10 of them, plus one
 // for the start and two for the jitter between a try's admission and its
 // arrival at the upstream. Without pace the 40 events arrive within a few
-// milliseconds.
+// milliseconds. Memory (one instance), Redis Streams and Kafka (two).
 func TestPaceIsSharedByTwoInstances(t *testing.T) {
+	forEachControlBackend(t, func(t *testing.T, c qConf, instances int) {
+		testPace(t, c, instances)
+	})
+}
+
+func testPace(t *testing.T, c qConf, instances int) {
 	up := newQUpstream(t)
-	c := qConf{upstream: up.srv.URL, redis: redistest.Start(t), route: "pace: 20/s"}
-	a, b := startQueue(t, c, nil), startQueue(t, c, nil)
+	c.upstream, c.route = up.srv.URL, "pace: 20/s"
+	_, urls := startInstances(t, c, instances)
 	keys := qKeys("paced", 40)
-	checkAcks(t, qSendAll(keys, []string{a.url(), b.url()}, 8), 2)
+	checkAcks(t, qSendAll(keys, urls, 8), len(urls))
 	up.waitCompleted(t, keys, 30*time.Second)
 	var at []time.Time
 	for _, k := range keys {
