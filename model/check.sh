@@ -30,12 +30,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # name | expect | spin -D flags | extra cc flags | pan flags [| model]
-#   model: keyprotocol.pml when absent, else queue.pml
+#   model: keyprotocol.pml when absent, else MODEL.pml (queue, order)
 #   expect: holds, or the property whose violation the run must find:
 #   keyprotocol.pml: P1 (forwarded once), P3 (liveness), P4a (reset:
 #   window), P4b (reset: store); queue.pml: Q1 (one place), Q2 (delivered
 #   once), Q3 (finished means delivered), Q4 (no key stuck), Q5 (a reset
-#   cancels), Q6 (one event per key)
+#   cancels), Q6 (one event per key); order.pml: O1 (one at a time), O2
+#   (in order), O3 (none stuck)
 safety="-DSAFETY -DCOLLAPSE"
 live="-DCOLLAPSE -DNFAIR=8"
 # must-fail queue runs stop at their first violation: compile them fast
@@ -91,6 +92,17 @@ configs=(
 	"q-no-kill-excuse|Q2|$q -DSTRICT_KILL|$quick||queue"
 	"q-no-ghost-excuse|Q2|$q -DSTRICT_GHOST|$quick||queue"
 	"q-begin-not-owned|Q2|$q -DBEGIN_NOT_OWNED|$quick||queue"
+	"o-two-instances|holds|-DN=2 -DK=3|$safety||order"
+	"o-split-handback|holds|-DSPLIT_HANDBACK|$safety||order"
+	"o-hold|holds|-DHOLD|$safety||order"
+	"live-o-two-instances|holds|-DLIVE|$live|-a -f|order"
+	"live-o-split-handback|holds|-DLIVE -DSPLIT_HANDBACK|$live|-a -f|order"
+	"live-o-hold|holds|-DLIVE -DHOLD|$live|-a -f|order"
+	"o-no-gate|O1|-DNO_GATE|$quick||order"
+	"o-advance-on-retry|O2|-DADVANCE_ON_RETRY|$quick||order"
+	"o-no-stall-excuse|O1|-DSTRICT_STALL|$quick||order"
+	"live-o-no-handback|O3|-DLIVE -DNO_HANDBACK|$live|-a -f|order"
+	"live-o-no-sweep|O3|-DLIVE -DSPLIT_HANDBACK -DNO_SWEEP|$live|-a -f|order"
 )
 
 # run NAME SPINFLAGS CCFLAGS PANFLAGS MODEL: generate, compile and run one
@@ -129,9 +141,9 @@ wait
 violated() {
 	local out=$tmp/$1/pan.out
 	if grep -q 'acceptance cycle' "$out"; then
-		if [ -e "$tmp/$1/queue.pml" ]; then echo Q4; else echo P3; fi
-	elif grep -q 'assertion violated (*Q[1-6]_==0' "$out"; then
-		sed -n 's/.*assertion violated (*\(Q[1-6]\)_==0.*/\1/p' "$out" | head -1
+		if [ -e "$tmp/$1/queue.pml" ]; then echo Q4; elif [ -e "$tmp/$1/order.pml" ]; then echo O3; else echo P3; fi
+	elif grep -q 'assertion violated (*[QO][1-6]_==0' "$out"; then
+		sed -n 's/.*assertion violated (*\([QO][1-6]\)_==0.*/\1/p' "$out" | head -1
 	elif grep -q 'assertion violated.*acct\[' "$out"; then echo P1
 	elif grep -q 'assertion violated (acc_any)' "$out"; then echo P2
 	elif grep -q 'assertion violated.*win\[j\]>gen\[j\]' "$out"; then echo P4a
