@@ -297,7 +297,9 @@ func (g *Gateway) announce(cfg *config.Config) {
 		r := &cfg.Routes[i]
 		w, err := g.modes.Announce(ctx, r.Name, r.Queued(), r.Retention)
 		if err != nil {
-			g.log.Warn("could not record the route's delivery mode in the store; the other instances learn it once the store answers", "route", r.Name, "error", err)
+			// One line, not one per route: the store is down for all.
+			g.log.Warn("could not record the routes' delivery modes in the store; the other instances learn them once the store answers (every instance records them again each minute)", "route", r.Name, "error", err)
+			break
 		}
 		wait = max(wait, w)
 	}
