@@ -334,6 +334,15 @@ const seenEvery = time.Minute
 // old or more).
 func (g *Gate) Seen(ctx context.Context, route string, queued bool) error {
 	now := ms(g.now())
+	if rec, err := g.record(ctx, route); err == nil {
+		seen := rec.SyncSeen
+		if queued {
+			seen = rec.QueueSeen
+		}
+		if now-seen < seenEvery.Milliseconds() {
+			return nil // recorded recently: no round trip
+		}
+	}
 	_, _, err := g.change(ctx, route, func(r Record) (Record, bool) {
 		seen := &r.SyncSeen
 		if queued {
