@@ -69,6 +69,11 @@ type Options struct {
 	// delivery: queue. Nil: there are none, and the DLQ endpoints answer
 	// 404.
 	Queue Queue
+	// Body reads a dead-lettered event's payload for GET
+	// /admin/dlq/{route}/{id}: the body the upstream would get and the
+	// request's Content-Type (the gateway passes proxy.QueuedBody). Nil:
+	// the payload is shown as the body, without a Content-Type.
+	Body func(payload []byte) (body []byte, contentType string, err error)
 	// QueueBackend, when set (Kafka), is pinged by /readyz too: while its
 	// brokers do not answer, queue routes cannot take events and the
 	// instance is not ready.
