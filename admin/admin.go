@@ -82,6 +82,10 @@ type Options struct {
 	// the breaker state in the listing. Nil: the listing shows neither and
 	// pause answers 400.
 	Controls Controls
+	// Counters gives GET /admin/routes this instance's counts of each
+	// route's answers (the gateway passes its *metrics.Metrics). Nil:
+	// the counts are 0.
+	Counters Counters
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on /admin/.
 	Token  string
 	Logger *slog.Logger

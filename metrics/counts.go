@@ -17,8 +17,10 @@ type RouteCounts struct {
 	// earlier copy's stored outcome.
 	Forwarded, Queued, Replayed int64
 	// Refused counts the deliveries the gateway turned away itself,
-	// without forwarding them: outcomes rejected (a bad request, allow_ips,
-	// rate_limit, a full queue, an open breaker) and unauthorized (401).
+	// without forwarding them: outcomes rejected (a bad or too large
+	// request, allow_ips, rate_limit, and the 503 of an open breaker or of
+	// a store or queue that is full or does not answer) and unauthorized
+	// (401).
 	Refused int64
 }
 

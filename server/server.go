@@ -252,6 +252,7 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 				QueueBackend: pinger(qb),
 				Reloader:     configReloader{in},
 				Body:         proxy.QueuedBody,
+				Counters:     m,
 			}),
 			// The delivery listener's limits.
 			ReadHeaderTimeout: proxy.DefaultLimits.ReadHeaderTimeout,
