@@ -132,7 +132,7 @@ async function overview(my) {
         countCells(r),
         el("td", { class: "depth" }, num(r.depth)),
         el("td", { class: "lag" }, lag(r)),
-        el("td", {}, r.delivery === "queue" ? link(`/ui/routes/${enc(r.name)}/dlq`, num(r.dlq)) : "—"),
+        el("td", { class: "dlq" }, r.delivery === "queue" ? link(`/ui/routes/${enc(r.name)}/dlq`, num(r.dlq)) : "—"),
         el("td", {}, breaker(r)),
         el("td", { class: "paused" }, r.delivery === "queue" ? (r.paused ? el("span", { class: "badge bad" }, "paused since " + time(r.paused_since)) : "no") : "—"),
         el("td", {}, pauseButton(r, load), r.error ? el("span", { class: "error" }, " " + r.error) : ""))));
