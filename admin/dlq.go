@@ -225,19 +225,19 @@ func (a *api) showOne(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ev)
 }
 
-// preview is b's first max bytes as text, cut back to a character
+// preview is b's first limit bytes as text, cut back to a character
 // boundary, with each invalid UTF-8 sequence replaced by U+FFFD; cut
 // reports that b is longer.
-func preview(b []byte, max int) (text string, cut bool) {
-	if len(b) > max {
-		n := max
+func preview(b []byte, limit int) (text string, cut bool) {
+	if len(b) > limit {
+		n := limit
 		// Back off over at most three continuation bytes, so that the
 		// last character is not cut in two.
 		for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(b[n]); i++ {
 			n--
 		}
 		if !utf8.RuneStart(b[n]) {
-			n = max // not UTF-8 there anyway
+			n = limit // not UTF-8 there anyway
 		}
 		b, cut = b[:n], true
 	}
