@@ -69,6 +69,11 @@ type Options struct {
 	// delivery: queue. Nil: there are none, and the DLQ endpoints answer
 	// 404.
 	Queue Queue
+	// Body reads a dead-lettered event's payload for GET
+	// /admin/dlq/{route}/{id}: the body the upstream would get and the
+	// request's Content-Type (the gateway passes proxy.QueuedBody). Nil:
+	// the payload is shown as the body, without a Content-Type.
+	Body func(payload []byte) (body []byte, contentType string, err error)
 	// QueueBackend, when set (Kafka), is pinged by /readyz too: while its
 	// brokers do not answer, queue routes cannot take events and the
 	// instance is not ready.
@@ -77,6 +82,10 @@ type Options struct {
 	// the breaker state in the listing. Nil: the listing shows neither and
 	// pause answers 400.
 	Controls Controls
+	// Counters gives GET /admin/routes this instance's counts of each
+	// route's answers (the gateway passes its *metrics.Metrics). Nil:
+	// the counts are 0.
+	Counters Counters
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on /admin/.
 	Token  string
 	Logger *slog.Logger

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/clawgate/clawgate/queue"
 )
@@ -20,6 +22,10 @@ type Queue interface {
 	// ListDLQ lists up to limit dead-lettered events after cursor ("" for
 	// the first page), oldest first; next is "" on the last page.
 	ListDLQ(ctx context.Context, route, cursor string, limit int) (entries []queue.DeadEntry, next string, err error)
+	// Dead reports one dead-lettered event with its payload (the
+	// outgoing request as the proxy stored it); an error wrapping
+	// queue.ErrNotFound when it is not in the route's DLQ.
+	Dead(ctx context.Context, route, id string) (queue.DeadEntry, []byte, error)
 	// Replay moves one dead-lettered event back to the ready queue.
 	Replay(ctx context.Context, route, id string) error
 	// Purge drops one dead-lettered event.
@@ -57,6 +63,29 @@ type DLQPage struct {
 	Next string `json:"next"`
 }
 
+// MaxBodyPreview is how much of a dead-lettered event's body GET
+// /admin/dlq/{route}/{id} shows: 4 KiB.
+const MaxBodyPreview = 4 << 10
+
+// DLQEvent is the JSON answer to GET /admin/dlq/{route}/{id}: one
+// dead-lettered event with the fields of its DLQ listing entry, and the
+// start of the body the upstream would get. Everything in it came from
+// the sender: show it as text, never as markup.
+type DLQEvent struct {
+	Route string `json:"route"`
+	queue.DeadEntry
+	// BodyPreview is the body's first MaxBodyPreview bytes as text (cut
+	// at a character boundary), each invalid UTF-8 sequence replaced by
+	// U+FFFD; "" for an empty body.
+	BodyPreview string `json:"body_preview"`
+	// BodyTruncated is true when the body is longer than the preview.
+	BodyTruncated bool `json:"body_truncated"`
+	// BodyBytes is the whole body's size in bytes.
+	BodyBytes int `json:"body_bytes"`
+	// ContentType is the request's Content-Type, "" when it had none.
+	ContentType string `json:"content_type"`
+}
+
 // DLQResult is the JSON answer to a replay (Replayed) or a purge (Purged)
 // of one dead-lettered event.
 type DLQResult struct {
@@ -82,6 +111,7 @@ func (a *api) dlqRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/dlq/{route}/replay", a.auth(a.replayAll))
 	mux.Handle("GET /admin/dlq/{route}/replay", a.auth(a.replayStatus))
 	mux.Handle("DELETE /admin/dlq/{route}/replay", a.auth(a.cancelReplay))
+	mux.Handle("GET /admin/dlq/{route}/{id}", a.auth(a.showOne))
 	mux.Handle("POST /admin/dlq/{route}/{id}/replay", a.auth(a.replayOne))
 	mux.Handle("DELETE /admin/dlq/{route}/{id}", a.auth(a.purgeOne))
 }
@@ -166,6 +196,52 @@ func clipParam(s string) string {
 		return s[:32] + "..."
 	}
 	return s
+}
+
+// showOne answers one dead-lettered event with a preview of its body:
+// 404 when it is not in the route's DLQ, 500 when its stored request
+// cannot be read.
+func (a *api) showOne(w http.ResponseWriter, r *http.Request) {
+	route, ok := a.queueRoute(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	d, payload, err := a.Queue.Dead(r.Context(), route, id)
+	if err != nil {
+		a.queueError(w, route, id, err)
+		return
+	}
+	body, ct := payload, ""
+	if a.Body != nil {
+		if body, ct, err = a.Body(payload); err != nil {
+			a.Logger.Error("admin: a dead-lettered event's stored request cannot be read", "route", route, "id", id, "error", err.Error())
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "the event's stored request cannot be read: " + err.Error(), "route": route, "id": id})
+			return
+		}
+	}
+	ev := DLQEvent{Route: route, DeadEntry: d, BodyBytes: len(body), ContentType: ct}
+	ev.BodyPreview, ev.BodyTruncated = preview(body, MaxBodyPreview)
+	writeJSON(w, http.StatusOK, ev)
+}
+
+// preview is b's first limit bytes as text, cut back to a character
+// boundary, with each invalid UTF-8 sequence replaced by U+FFFD; cut
+// reports that b is longer.
+func preview(b []byte, limit int) (text string, cut bool) {
+	if len(b) > limit {
+		n := limit
+		// Back off over at most three continuation bytes, so that the
+		// last character is not cut in two.
+		for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(b[n]); i++ {
+			n--
+		}
+		if !utf8.RuneStart(b[n]) {
+			n = limit // not UTF-8 there anyway
+		}
+		b, cut = b[:n], true
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), cut
 }
 
 // replayOne moves one dead-lettered event back to the ready queue.

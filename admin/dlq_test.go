@@ -406,7 +406,7 @@ func TestDLQBadRequestsChangeNothing(t *testing.T) {
 func TestDLQWithoutQueue(t *testing.T) {
 	srv := adminServer(t, token, store.NewMemory(store.MemoryOptions{}))
 	for _, p := range []string{"GET /admin/dlq/orders", "POST /admin/dlq/orders/replay", "GET /admin/dlq/orders/replay",
-		"DELETE /admin/dlq/orders/replay", "POST /admin/dlq/orders/0-000000000000000000000000/replay", "DELETE /admin/dlq/orders/0-000000000000000000000000"} {
+		"DELETE /admin/dlq/orders/replay", "GET /admin/dlq/orders/0-000000000000000000000000", "POST /admin/dlq/orders/0-000000000000000000000000/replay", "DELETE /admin/dlq/orders/0-000000000000000000000000"} {
 		method, path, _ := strings.Cut(p, " ")
 		code, body, _ := doAdmin(t, method, srv.URL+path, token)
 		if code != 404 || errorOf(body) != `route "orders" is not a delivery: queue route` {
@@ -469,6 +469,9 @@ func (downQueue) IsRoute(string) bool { return true }
 func (downQueue) ListDLQ(context.Context, string, string, int) ([]queue.DeadEntry, string, error) {
 	return nil, "", errDown
 }
+func (downQueue) Dead(context.Context, string, string) (queue.DeadEntry, []byte, error) {
+	return queue.DeadEntry{}, nil, errDown
+}
 func (downQueue) Replay(context.Context, string, string) error       { return errDown }
 func (downQueue) Stats(context.Context, string) (queue.Stats, error) { return queue.Stats{}, errDown }
 func (downQueue) Purge(context.Context, string, string) error        { return errDown }
@@ -489,7 +492,7 @@ func TestDLQUnavailableAnswers503RetryAfter(t *testing.T) {
 		Queue: downQueue{}, Token: token, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}))
 	defer srv.Close()
-	for _, p := range []string{"GET /admin/dlq/hooks", "POST /admin/dlq/hooks/replay", "POST /admin/dlq/hooks/0-000000000000000000000000/replay",
+	for _, p := range []string{"GET /admin/dlq/hooks", "GET /admin/dlq/hooks/0-000000000000000000000000", "POST /admin/dlq/hooks/replay", "POST /admin/dlq/hooks/0-000000000000000000000000/replay",
 		"DELETE /admin/dlq/hooks/0-000000000000000000000000", "GET /admin/keys/hooks/k", "DELETE /admin/keys/hooks/k"} {
 		method, path, _ := strings.Cut(p, " ")
 		code, body, h := doAdmin(t, method, srv.URL+path, token)

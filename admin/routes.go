@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/control"
+	"github.com/clawgate/clawgate/metrics"
 )
 
 // Controls is the routes' shared control state (control.Gate): pause and
@@ -18,15 +19,43 @@ type Controls interface {
 
 var _ Controls = (*control.Gate)(nil)
 
-// RouteInfo is one route in GET /admin/routes. Depth, DLQ and Paused are
-// for queue routes (Depth and DLQ are null when the queue did not
-// answer); Breaker is "closed", "open" or "half_open" for a route with a
-// breaker, absent without one.
+// Counters is this instance's count of each route's answers (a
+// *metrics.Metrics), by route name.
+type Counters interface {
+	RouteCounts() map[string]metrics.RouteCounts
+}
+
+var _ Counters = (*metrics.Metrics)(nil)
+
+// RouteInfo is one route in GET /admin/routes. Depth, DLQ, LagSeconds
+// and Paused are for queue routes (Depth, DLQ and LagSeconds are absent
+// when the queue did not answer); Breaker is "closed", "open" or
+// "half_open" for a route with a breaker, absent without one.
 type RouteInfo struct {
-	Name        string     `json:"name"`
-	Delivery    string     `json:"delivery"`
-	Depth       *int64     `json:"depth,omitempty"`
-	DLQ         *int64     `json:"dlq,omitempty"`
+	Name     string `json:"name"`
+	Delivery string `json:"delivery"`
+	// Deliveries, Forwarded, Queued, Replayed and Refused count the
+	// route's deliveries this instance answered since it started (each
+	// instance counts its own, from 0 at its start; add them up over the
+	// instances, or use the webhook_* metrics, for the whole gateway):
+	// every answer, whatever its status; those forwarded while the
+	// provider waited (sync routes); those stored for delivery (queue
+	// routes); those answered from an earlier copy's stored outcome; and
+	// those the gateway turned away itself without forwarding them (401,
+	// a bad or too large request, allow_ips, rate_limit, and the 503 of
+	// an open breaker or of a store or queue that is full or does not
+	// answer). All 0 when the admin listener has no counters
+	// (Options.Counters).
+	Deliveries int64  `json:"deliveries"`
+	Forwarded  int64  `json:"forwarded"`
+	Queued     int64  `json:"queued"`
+	Replayed   int64  `json:"replayed"`
+	Refused    int64  `json:"refused"`
+	Depth      *int64 `json:"depth,omitempty"`
+	DLQ        *int64 `json:"dlq,omitempty"`
+	// LagSeconds is how long the oldest undelivered event of a queue
+	// route has waited since it was first seen, 0 when none waits.
+	LagSeconds  *float64   `json:"lag_seconds,omitempty"`
 	Paused      bool       `json:"paused"`
 	PausedSince *time.Time `json:"paused_since,omitempty"`
 	Breaker     string     `json:"breaker,omitempty"`
@@ -67,12 +96,19 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // listRoutes answers every route of the running config with its delivery
-// mode, queue depth and DLQ size, paused flag and breaker state, read
-// afresh from the shared state.
+// mode, this instance's counts of its answers, queue depth, lag and DLQ
+// size, paused flag and breaker state, read afresh from the shared state.
 func (a *api) listRoutes(w http.ResponseWriter, r *http.Request) {
 	page := RoutesPage{Routes: []RouteInfo{}}
+	var counts map[string]metrics.RouteCounts
+	if a.Counters != nil {
+		counts = a.Counters.RouteCounts()
+	}
+	now := time.Now()
 	for _, rc := range a.Gateway.Config().Routes {
-		info := RouteInfo{Name: rc.Name, Delivery: string(rc.Delivery)}
+		c := counts[rc.Name]
+		info := RouteInfo{Name: rc.Name, Delivery: string(rc.Delivery),
+			Deliveries: c.Deliveries, Forwarded: c.Forwarded, Queued: c.Queued, Replayed: c.Replayed, Refused: c.Refused}
 		if info.Delivery == "" {
 			info.Delivery = "sync"
 		}
@@ -81,7 +117,11 @@ func (a *api) listRoutes(w http.ResponseWriter, r *http.Request) {
 			if st, err := a.Queue.Stats(r.Context(), rc.Name); err != nil {
 				errs = append(errs, "queue: "+err.Error())
 			} else {
-				info.Depth, info.DLQ = &st.Depth, &st.DLQ
+				lag := 0.0
+				if st.Depth > 0 && !st.Oldest.IsZero() {
+					lag = max(0, now.Sub(st.Oldest).Seconds())
+				}
+				info.Depth, info.DLQ, info.LagSeconds = &st.Depth, &st.DLQ, &lag
 			}
 		}
 		if a.Controls != nil && (rc.Queued() || rc.Breaker.Enabled()) {

@@ -80,6 +80,11 @@ type Ledger interface {
 	// pending token (the replayed record carries it). ErrNotFound
 	// when the route has no such dead-lettered event (also once purged).
 	Dead(ctx context.Context, route, eid, next string) (key, dlqPos string, err error)
+	// DeadEntry reports one dead-lettered event as ListDead lists it,
+	// with the position of its DLQ record, and changes nothing.
+	// ErrNotFound when the route has no such dead-lettered event (also
+	// once replayed or purged).
+	DeadEntry(ctx context.Context, route, eid string) (DeadEntry, string, error)
 	// Replay moves a dead-lettered event back to queued once its record
 	// with tok was produced to the main topic: new token, this round's
 	// tries reset, back in the age index, out of the dead index.

@@ -468,6 +468,19 @@ func (m *Memory) Dead(_ context.Context, route, eid, next string) (string, strin
 	return key, k.dlq, nil
 }
 
+// DeadEntry implements Ledger.
+func (m *Memory) DeadEntry(_ context.Context, route, eid string) (DeadEntry, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	d, ok := m.deadEntry(r, eid)
+	if !ok {
+		return DeadEntry{}, "", ErrNotFound
+	}
+	_, k := m.deadKey(r, eid)
+	return d, k.dlq, nil
+}
+
 // Replay implements Ledger.
 func (m *Memory) Replay(_ context.Context, route, eid, dlqPos, tok string) error {
 	m.mu.Lock()

@@ -252,6 +252,18 @@ if ARGV[3] ~= '' then
 end
 return {1, k, d[1] or ''}
 `)
+	// KEYS: dead. ARGV: eid, key hash prefix.
+	// Reply: {0} not dead-lettered, or {1, key, dlq pos, then
+	// key_dead_entry's reason, status, attempts, err, first, died}.
+	ledgerDeadEntryScript = Script(`
+local k = redis.call('HGET', KEYS[1], ARGV[1])
+local d = k and key_dead_at(ARGV[2] .. k, ARGV[1])
+local e = d and key_dead_entry(ARGV[2] .. k, ARGV[1])
+if not e then
+  return {0}
+end
+return {1, k, d[1] or '', e[1], e[2], e[3], e[4], e[5], e[6]}
+`)
 	// KEYS: dead, age. ARGV: eid, dlq pos, tok, key hash prefix.
 	// Reply: 1 replayed, 0 not dead-lettered at that position.
 	ledgerReplayScript = Script(`
@@ -555,13 +567,7 @@ func (l *Redis) ListDead(ctx context.Context, route, cursor string, limit int) (
 			}
 			f[j] = s
 		}
-		e := DeadEntry{ID: f[0], Key: f[1], Reason: f[2], Error: f[5]}
-		e.Status, _ = strconv.Atoi(f[3])
-		e.Attempts, _ = strconv.ParseInt(f[4], 10, 64)
-		first, _ := strconv.ParseInt(f[6], 10, 64)
-		died, _ := strconv.ParseInt(f[7], 10, 64)
-		e.FirstSeen, e.DiedAt = ledgerTime(first), ledgerTime(died)
-		out = append(out, e)
+		out = append(out, deadFields(f))
 	}
 	if next == "" {
 		return out, "", nil
@@ -570,6 +576,44 @@ func (l *Redis) ListDead(ctx context.Context, route, cursor string, limit int) (
 		return nil, "", ledgerCorrupt("list dead", res)
 	}
 	return out, ledgerCursor(next, last), nil
+}
+
+// deadFields reads a dead-lettered event as the scripts answer it: id,
+// key, then key_dead_entry's reason, status, attempts, err, first, died.
+func deadFields(f [8]string) DeadEntry {
+	e := DeadEntry{ID: f[0], Key: f[1], Reason: f[2], Error: f[5]}
+	e.Status, _ = strconv.Atoi(f[3])
+	e.Attempts, _ = strconv.ParseInt(f[4], 10, 64)
+	first, _ := strconv.ParseInt(f[6], 10, 64)
+	died, _ := strconv.ParseInt(f[7], 10, 64)
+	e.FirstSeen, e.DiedAt = ledgerTime(first), ledgerTime(died)
+	return e
+}
+
+// DeadEntry implements Ledger.
+func (l *Redis) DeadEntry(ctx context.Context, route, eid string) (DeadEntry, string, error) {
+	ctx, cancel := l.ctx(ctx)
+	defer cancel()
+	res, err := l.evalSlice(ctx, "dead entry", ledgerDeadEntryScript, []string{l.deadIndex(route)}, eid, l.keyPrefix(route))
+	if err != nil {
+		return DeadEntry{}, "", err
+	}
+	code, ok := ledgerElem[int64](res, 0)
+	if ok && code == 0 && len(res) == 1 {
+		return DeadEntry{}, "", ErrNotFound
+	}
+	if !ok || code != 1 || len(res) != 9 {
+		return DeadEntry{}, "", ledgerCorrupt("dead entry", res)
+	}
+	// res: 1, key, pos, then the six details.
+	var s [8]string
+	for i := 1; i < len(res); i++ {
+		if s[i-1], ok = ledgerElem[string](res, i); !ok {
+			return DeadEntry{}, "", ledgerCorrupt("dead entry", res)
+		}
+	}
+	f := [8]string{eid, s[0], s[2], s[3], s[4], s[5], s[6], s[7]}
+	return deadFields(f), s[1], nil
 }
 
 // Get implements Ledger.

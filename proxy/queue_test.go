@@ -252,6 +252,27 @@ func TestRequestEncodingRoundTrip(t *testing.T) {
 	}
 }
 
+// QueuedBody reads back the body and Content-Type of a queued request,
+// and refuses damaged bytes as DecodeRequest does.
+func TestQueuedBody(t *testing.T) {
+	in := httptest.NewRequest(http.MethodPost, "http://gw/webhook/order", nil)
+	in.Header.Set("Content-Type", "application/json; charset=utf-8")
+	body := []byte(`{"id":"evt_1","note":"<script>x</script>"}`)
+	stored := proxy.NewRequest(in, "/hook", body, "evt_1", "r", "t", false).AppendBinary(nil)
+	got, ct, err := proxy.QueuedBody(stored)
+	if err != nil || !bytes.Equal(got, body) || ct != "application/json; charset=utf-8" {
+		t.Fatalf("QueuedBody = %q, %q, %v", got, ct, err)
+	}
+	bare := httptest.NewRequest(http.MethodPost, "http://gw/webhook/order", nil)
+	bare.Header.Del("Content-Type")
+	if got, ct, err := proxy.QueuedBody(proxy.NewRequest(bare, "/hook", nil, "k", "r", "t", false).AppendBinary(nil)); err != nil || len(got) != 0 || ct != "" {
+		t.Fatalf("QueuedBody without a body or Content-Type = %q, %q, %v", got, ct, err)
+	}
+	if _, _, err := proxy.QueuedBody([]byte("500")); !errors.Is(err, proxy.ErrBadRequestEncoding) {
+		t.Fatalf("QueuedBody of damaged bytes: %v", err)
+	}
+}
+
 func TestDecodeRequestRejectsDamage(t *testing.T) {
 	in := httptest.NewRequest(http.MethodPost, "http://gw/webhook/order", nil)
 	good := proxy.NewRequest(in, "/hook", []byte("body"), "k", "r", "t", false).AppendBinary(nil)

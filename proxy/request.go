@@ -245,3 +245,20 @@ func DecodeRequest(b []byte) (*Request, error) {
 	r.Body = b[k:]
 	return r, nil
 }
+
+// QueuedBody reads a queued delivery's payload (what AppendBinary
+// stored): the body the upstream gets and the request's Content-Type (""
+// when it has none). The body aliases payload. ErrBadRequestEncoding for
+// bytes AppendBinary did not make.
+func QueuedBody(payload []byte) (body []byte, contentType string, err error) {
+	r, err := DecodeRequest(payload)
+	if err != nil {
+		return nil, "", err
+	}
+	for i := 0; i+1 < len(r.Header); i += 2 {
+		if strings.EqualFold(r.Header[i], "Content-Type") {
+			return r.Body, r.Header[i+1], nil
+		}
+	}
+	return r.Body, "", nil
+}

@@ -137,6 +137,13 @@ func TestRedisClusterShards(t *testing.T) {
 		}
 	}
 	checkInvariant(t, cc, "test:", route)
+	// Dead finds each event on its shard from its id, with its payload.
+	for _, id := range died {
+		d, payload, err := b.Dead(ctx, route, id)
+		if err != nil || d.ID != id || !deadKeys[d.Key] || d.Status != 422 || string(payload) != string(testEntry(d.Key, "fp").Payload) {
+			t.Fatalf("Dead(%s) = %+v, %q, %v", id, d, payload, err)
+		}
+	}
 
 	// Replay and purge find the event's shard from its id.
 	if err := b.Replay(ctx, route, died[0]); err != nil {

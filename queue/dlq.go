@@ -39,6 +39,15 @@ func (m *Manager) ListDLQ(ctx context.Context, route, cursor string, limit int) 
 	return m.o.Backend.ListDLQ(ctx, route, cursor, limit)
 }
 
+// Dead reports one dead-lettered event of route with its payload (the
+// stored outgoing request); ErrNotFound when it is not in the DLQ.
+func (m *Manager) Dead(ctx context.Context, route, id string) (DeadEntry, []byte, error) {
+	if _, err := m.routeCfg(route); err != nil {
+		return DeadEntry{}, nil, err
+	}
+	return m.o.Backend.Dead(ctx, route, id)
+}
+
 // Replay moves one dead-lettered event back to the ready queue.
 func (m *Manager) Replay(ctx context.Context, route, id string) error {
 	if _, err := m.routeCfg(route); err != nil {

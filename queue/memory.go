@@ -352,6 +352,22 @@ func (r *memRoute) drop(eid string, gone bool) {
 	}
 }
 
+// Dead implements Backend.
+func (m *Memory) Dead(ctx context.Context, route, id string) (DeadEntry, []byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.route(route)
+	ev := r.events[id]
+	if _, ok := r.dlq[id]; !ok || ev == nil {
+		return DeadEntry{}, nil, ErrNotFound
+	}
+	d, _, err := m.keys.DeadEntry(ctx, route, id)
+	if err != nil {
+		return DeadEntry{}, nil, err
+	}
+	return d, append([]byte(nil), ev.payload...), nil
+}
+
 // Replay implements Backend.
 func (m *Memory) Replay(ctx context.Context, route, id string) error {
 	m.mu.Lock()

@@ -187,6 +187,10 @@ type Backend interface {
 	// ListDLQ lists up to limit dead-lettered events after cursor ("" for
 	// the first page); next is "" on the last page.
 	ListDLQ(ctx context.Context, route, cursor string, limit int) (entries []DeadEntry, next string, err error)
+	// Dead reports one dead-lettered event as ListDLQ lists it, with its
+	// payload (a copy the caller may keep); ErrNotFound when it is not in
+	// the route's DLQ (also once replayed or purged). It changes nothing.
+	Dead(ctx context.Context, route, id string) (DeadEntry, []byte, error)
 	// Replay moves a dead-lettered event back to the ready queue with its
 	// round's tries reset; ErrNotFound when it is not in the DLQ.
 	Replay(ctx context.Context, route, id string) error

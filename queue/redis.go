@@ -545,6 +545,28 @@ for i = 3, #ARGV do
 end
 return out
 `)
+	// KEYS: dlq (the shard's slot). ARGV: the event hashes' and the key
+	// hashes' names without the id, then the event id. Reply: {0} when
+	// the event is not in the DLQ (as Replay finds it), else {1, key,
+	// reason, status, attempts, err, first, died, payload}, the details
+	// as dlqEntriesScript reads them.
+	deadScript = ledger.Script(`
+local eid = ARGV[3]
+local ev = redis.call('HMGET', ARGV[1] .. eid, 'key', 'reason', 'status', 'attempts', 'err', 'first', 'died', 'dlq', 'req')
+if not ev[1] or not ev[9] then
+  return {0}
+end
+local k = ARGV[2] .. ev[1]
+local d = key_dead_at(k, eid)
+if not d or not (ev[8] or d[1]) then
+  return {0}
+end
+local e = key_dead_entry(k, eid)
+if ev[2] or not e then
+  e = {ev[2] or '', ev[3] or '', ev[4] or '', ev[5] or '', ev[6] or '', ev[7] or ''}
+end
+return {1, ev[1], e[1], e[2], e[3], e[4], e[5], e[6], ev[9]}
+`)
 	// KEYS: stream. ARGV: min idle ms, consumer, count. Takes over the
 	// entries idle for at least min idle. Reply: {id, fields, delivery
 	// count} per entry (deleted entries left out).
@@ -1049,6 +1071,39 @@ func (r *Redis) locate(ctx context.Context, route, id string) (int, string, erro
 		return 0, "", fail("locate", err)
 	}
 	return shard, key, nil
+}
+
+// Dead implements Backend.
+func (r *Redis) Dead(ctx context.Context, route, id string) (DeadEntry, []byte, error) {
+	shard, ok := shardOfID(id, r.Shards(route))
+	if !ok {
+		return DeadEntry{}, nil, ErrNotFound
+	}
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	res, err := r.run(ctx, deadScript, []string{r.dlq(route, shard)}, r.event(route, shard, ""), r.keyHash(route, shard, ""), id).Slice()
+	if err != nil {
+		return DeadEntry{}, nil, fail("dead", err)
+	}
+	code, ok := elem[int64](res, 0)
+	if ok && code == 0 && len(res) == 1 {
+		return DeadEntry{}, nil, ErrNotFound
+	}
+	var v [8]string
+	for i := range v {
+		s, ok2 := elem[string](res, i+1)
+		ok = ok && ok2
+		v[i] = s
+	}
+	if !ok || code != 1 || len(res) != 9 {
+		return DeadEntry{}, nil, corrupt("dead", res)
+	}
+	e := DeadEntry{ID: id, Key: v[0], Reason: v[1], Error: v[4]}
+	e.Status, _ = strconv.Atoi(v[2])
+	e.Attempts, _ = strconv.ParseInt(v[3], 10, 64)
+	e.FirstSeen = millis(v[5])
+	e.DiedAt = millis(v[6])
+	return e, []byte(v[7]), nil
 }
 
 // Replay implements Backend.

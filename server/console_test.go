@@ -162,12 +162,30 @@ const (
 	xssPurge  = `<b onmouseover=window.__xss=3>purge me</b>`
 )
 
+// An event whose body carries markup that would run if the DLQ page's
+// body preview assembled HTML, or if it ended its <pre> early.
+const (
+	bodyXSSKey = "body-xss"
+	bodyXSS    = `{"id":"` + bodyXSSKey + `","note":"<img src=x onerror=window.__xss=3>","tail":"</pre><script>window.__xss=4</script>"}`
+)
+
+// consolePost posts body to url as JSON and answers the status.
+func consolePost(t *testing.T, url, body string) int {
+	t.Helper()
+	resp, err := qClient.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("post %s: %v", body, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func TestConsoleBrowser(t *testing.T) {
 	up := newQUpstream(t)
 	// The attacker's events are rejected (400: dead-lettered at once)
 	// on their first try, and taken afterwards.
 	up.setAnswer(func(key string, n int) int {
-		if strings.HasPrefix(key, "<") && n == 1 {
+		if (strings.HasPrefix(key, "<") || key == bodyXSSKey) && n == 1 {
 			return http.StatusBadRequest
 		}
 		return http.StatusOK
@@ -178,7 +196,18 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Fatalf("post %q: %d %s %v", k, a.status, a.raw, a.err)
 		}
 	}
-	qEventually(t, 10*time.Second, func() bool { return len(in.dlq().Entries) == 3 }, func() string { return fmt.Sprintf("DLQ %+v", in.dlq()) })
+	if code := consolePost(t, in.url(), bodyXSS); code != http.StatusAccepted {
+		t.Fatalf("post the body-xss event: %d", code)
+	}
+	// The sync route: one forwarded, one refused (no key).
+	pay := "http://" + in.Addr().String() + "/webhook/pay"
+	if code := consolePost(t, pay, `{"id":"pay-1"}`); code != http.StatusOK {
+		t.Fatalf("post pay-1: %d", code)
+	}
+	if code := consolePost(t, pay, `{"amount":1}`); code != http.StatusBadRequest {
+		t.Fatalf("post without a key: %d, want 400", code)
+	}
+	qEventually(t, 10*time.Second, func() bool { return len(in.dlq().Entries) == 4 }, func() string { return fmt.Sprintf("DLQ %+v", in.dlq()) })
 	ids := map[string]string{}
 	for _, e := range in.dlq().Entries {
 		ids[e.Key] = e.ID
@@ -192,12 +221,36 @@ func TestConsoleBrowser(t *testing.T) {
 	// The overview lists every route, live.
 	b.do(chromedp.Navigate(ui))
 	b.wait("the routes table", `document.querySelectorAll('#routes tbody tr').length === 2`)
-	b.wait("the DLQ size", `document.querySelector('#routes tr[data-route="orders"]').innerText.includes("3")`)
+	b.wait("the DLQ size", `document.querySelector('#routes tr[data-route="orders"] td.dlq').textContent === "4"`)
 	for _, r := range []string{"orders", "payments"} {
 		if got := consoleEval[string](b, `document.querySelector('#routes tr[data-route="`+r+`"] td').textContent`); got != r {
 			t.Errorf("overview row %s: %q", r, got)
 		}
 	}
+	// This instance's counts, and the queue's lag.
+	cell := func(route, class string) string {
+		return consoleEval[string](b, `document.querySelector('#routes tr[data-route="`+route+`"] td.`+class+`').textContent`)
+	}
+	b.wait("the counts", `document.querySelector('#routes tr[data-route="payments"] td.count.deliveries').textContent === "2"`)
+	for _, c := range []struct{ route, class, want string }{
+		{"orders", "count.deliveries", "4"}, {"orders", "count.queued", "4"}, {"orders", "count.forwarded", "0"}, {"orders", "depth", "0"},
+		{"payments", "count.forwarded", "1"}, {"payments", "count.refused", "1"}, {"payments", "count.queued", "0"}, {"payments", "lag", "—"},
+	} {
+		if got := cell(c.route, c.class); got != c.want {
+			t.Errorf("overview %s %s: %q, want %q", c.route, c.class, got, c.want)
+		}
+	}
+	if got := cell("orders", "lag"); !strings.HasSuffix(got, " s") {
+		t.Errorf("overview orders lag: %q, want seconds", got)
+	}
+	if !consoleEval[bool](b, `document.querySelector('main').textContent.includes("Counts are this instance's since it started")`) {
+		t.Error("the overview does not say whose counts it shows")
+	}
+	// They are live: a copy of pay-1 shows up at the next refresh.
+	if code := consolePost(t, pay, `{"id":"pay-1"}`); code != http.StatusOK {
+		t.Fatalf("post pay-1 again: %d", code)
+	}
+	b.wait("the refreshed counts", `document.querySelector('#routes tr[data-route="payments"] td.count.deliveries').textContent === "3" && document.querySelector('#routes tr[data-route="payments"] td.count.replayed').textContent === "1"`)
 	b.screenshot("console-routes.png")
 
 	t.Run("pause and resume", func(t *testing.T) {
@@ -235,7 +288,7 @@ func TestConsoleBrowser(t *testing.T) {
 		b := b.with(t)
 		// A deep link, loaded afresh.
 		b.do(chromedp.Navigate(ui + "routes/orders/dlq"))
-		b.wait("the DLQ rows", `document.querySelectorAll('#dlq tbody tr[data-id]').length === 3`)
+		b.wait("the DLQ rows", `document.querySelectorAll('#dlq tbody tr[data-id]').length === 4`)
 		for k, id := range ids {
 			got := consoleEval[string](b, `document.querySelector('#dlq tr[data-id=`+jsString(id)+`] td.key').textContent`)
 			if got != k {
@@ -248,7 +301,41 @@ func TestConsoleBrowser(t *testing.T) {
 		if typ := consoleEval[string](b, `typeof window.__xss`); typ != "undefined" {
 			t.Errorf("window.__xss is %s: the attacker's markup ran", typ)
 		}
+	})
+
+	t.Run("DLQ body preview shows the body as text", func(t *testing.T) {
+		b := b.with(t)
+		id := ids[bodyXSSKey]
+		var ev admin.DLQEvent
+		if code := in.adminJSON("GET", "/admin/dlq/orders/"+id, &ev); code != http.StatusOK || ev.BodyPreview != bodyXSS || ev.ContentType != "application/json" || ev.Key != bodyXSSKey {
+			t.Fatalf("GET /admin/dlq/orders/%s: %d %+v", id, code, ev)
+		}
+		row := `document.querySelector('#dlq tr[data-id="` + id + `"]')`
+		b.click(`#dlq tr[data-id="` + id + `"] button[data-action="show-body"]`)
+		b.wait("the preview", row+`.nextElementSibling && `+row+`.nextElementSibling.querySelector('pre.body')`)
+		if got := consoleEval[string](b, row+`.nextElementSibling.querySelector('pre.body').textContent`); got != bodyXSS {
+			t.Errorf("the preview shows %q, want the body %q", got, bodyXSS)
+		}
+		if n := consoleEval[int](b, row+`.nextElementSibling.querySelectorAll('pre.body *').length`); n != 0 {
+			t.Errorf("the preview holds %d elements, want text only", n)
+		}
+		if !consoleEval[bool](b, row+`.nextElementSibling.textContent.includes("application/json")`) {
+			t.Error("the preview does not give the Content-Type")
+		}
+		if n := consoleEval[int](b, `document.querySelectorAll('main img, main script').length`); n != 0 {
+			t.Errorf("%d img or script elements in the page's content", n)
+		}
+		if typ := consoleEval[string](b, `typeof window.__xss`); typ != "undefined" {
+			t.Errorf("window.__xss is %s: the attacker's markup ran", typ)
+		}
 		b.screenshot("console-dlq.png")
+		// The button hides it again.
+		b.click(`#dlq tr[data-id="` + id + `"] button[data-action="show-body"]`)
+		b.wait("the preview to close", `!document.querySelector('#dlq tr.preview')`)
+		// Out of the DLQ, so that the next steps count the others.
+		if code := in.adminJSON("DELETE", "/admin/dlq/orders/"+id, nil); code != http.StatusOK {
+			t.Fatalf("purge the body-xss event: %d", code)
+		}
 	})
 
 	t.Run("replay one from the DLQ page", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -361,4 +362,90 @@ func testPace(t *testing.T, c qConf, instances int) {
 		}
 	}
 	checkOnce(t, up, keys)
+}
+
+// GET /admin/routes gives this instance's counts of each route's answers
+// (every answer, forwarded, queued, replayed, refused) and a queue
+// route's lag; a sync route has no lag.
+func TestRoutesListingCountsAndLag(t *testing.T) {
+	up := newQUpstream(t)
+	in := consoleGateway(t, up, nil)
+	if ri := in.routeInfo(); ri.Deliveries != 0 || ri.Queued != 0 || ri.LagSeconds == nil || *ri.LagSeconds != 0 {
+		t.Fatalf("orders before any delivery: %+v, want no counts and lag 0", ri)
+	}
+	// Paused, so that the events wait in the queue.
+	if code := in.adminJSON("POST", "/admin/routes/orders/pause", nil); code != 200 {
+		t.Fatalf("pause: %d", code)
+	}
+	keys := qKeys("counted", 3)
+	for _, k := range keys {
+		if a := qPost(in.url(), k); a.status != http.StatusAccepted {
+			t.Fatalf("post %s: %d %s %v", k, a.status, a.raw, a.err)
+		}
+	}
+	pay := "http://" + in.Addr().String() + "/webhook/pay"
+	for i, want := range []int{200, 200} { // the second is a copy
+		if a := qPost(pay, "pay-1"); a.status != want || a.replayed != (i == 1) {
+			t.Fatalf("post pay-1 #%d: %d replayed %v %s", i+1, a.status, a.replayed, a.raw)
+		}
+	}
+	resp, err := qClient.Post(pay, "application/json", strings.NewReader(`{"amount":1}`)) // no key
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("post without a key: %d, want 400", resp.StatusCode)
+	}
+
+	want := map[string]admin.RouteInfo{
+		"orders":   {Deliveries: 3, Queued: 3},
+		"payments": {Deliveries: 3, Forwarded: 1, Replayed: 1, Refused: 1},
+	}
+	var page admin.RoutesPage
+	counts := func(r admin.RouteInfo) [5]int64 {
+		return [5]int64{r.Deliveries, r.Forwarded, r.Queued, r.Replayed, r.Refused}
+	}
+	// A delivery is counted as its answer is written: poll briefly.
+	qEventually(t, 5*time.Second, func() bool {
+		page = admin.RoutesPage{}
+		if code := in.adminJSON("GET", "/admin/routes", &page); code != 200 || len(page.Routes) != 2 {
+			return false
+		}
+		for _, r := range page.Routes {
+			if counts(r) != counts(want[r.Name]) {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("GET /admin/routes: %+v, want the counts of %+v", page.Routes, want) })
+	for _, r := range page.Routes {
+		switch r.Name {
+		case "orders":
+			if r.Depth == nil || *r.Depth != 3 || r.LagSeconds == nil || *r.LagSeconds < 0 {
+				t.Errorf("orders: depth %v lag %v, want 3 waiting and a lag", r.Depth, r.LagSeconds)
+			}
+		case "payments":
+			if r.LagSeconds != nil || r.Depth != nil {
+				t.Errorf("payments (sync): depth %v lag %v, want neither", r.Depth, r.LagSeconds)
+			}
+		}
+	}
+	// The JSON names the counts.
+	var raw map[string][]map[string]any
+	in.adminJSON("GET", "/admin/routes", &raw)
+	for _, f := range []string{"deliveries", "forwarded", "queued", "replayed", "refused", "lag_seconds"} {
+		if _, ok := raw["routes"][0][f]; !ok {
+			t.Errorf("orders in GET /admin/routes has no %q: %v", f, raw["routes"][0])
+		}
+	}
+	// Resumed, the events are delivered and the lag is back to 0.
+	if code := in.adminJSON("POST", "/admin/routes/orders/resume", nil); code != 200 {
+		t.Fatalf("resume: %d", code)
+	}
+	up.waitCompleted(t, keys, 10*time.Second)
+	qEventually(t, 5*time.Second, func() bool {
+		ri := in.routeInfo()
+		return ri.Depth != nil && *ri.Depth == 0 && ri.LagSeconds != nil && *ri.LagSeconds == 0
+	}, func() string { return fmt.Sprintf("orders after the resume: %+v", in.routeInfo()) })
 }

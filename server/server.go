@@ -251,6 +251,8 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 				Gatherer: reg, Store: st, Gateway: gw, Broadcaster: bc, Token: cfg.Admin.Token, Logger: log, Queue: qm, Controls: ctl,
 				QueueBackend: pinger(qb),
 				Reloader:     configReloader{in},
+				Body:         proxy.QueuedBody,
+				Counters:     m,
 			}),
 			// The delivery listener's limits.
 			ReadHeaderTimeout: proxy.DefaultLimits.ReadHeaderTimeout,

@@ -90,6 +90,22 @@ function num(v) {
   return v === undefined || v === null ? "—" : String(v);
 }
 
+// lag is a queue route's oldest waiting event's age, "—" for a sync
+// route or when the queue did not answer.
+function lag(r) {
+  const s = r.lag_seconds;
+  if (s === undefined || s === null) return "—";
+  if (s < 60) return s.toFixed(1) + " s";
+  if (s < 3600) return (s / 60).toFixed(1) + " min";
+  return (s / 3600).toFixed(1) + " h";
+}
+
+// countCells are a route's counts of this instance, one cell each.
+const countNames = ["deliveries", "forwarded", "queued", "replayed", "refused"];
+function countCells(r) {
+  return countNames.map((c) => el("td", { class: "count " + c }, num(r[c])));
+}
+
 function lookupForm(routes, route) {
   const input = el("input", { name: "key", placeholder: "idempotency key", required: true, size: 40 });
   const sel = el("select", { name: "route" }, routes.map((r) => el("option", { value: r.name, selected: r.name === route }, r.name)));
@@ -113,18 +129,20 @@ async function overview(my) {
       el("tr", { "data-route": r.name },
         el("td", {}, link(`/ui/routes/${enc(r.name)}`, r.name)),
         el("td", {}, r.delivery),
-        el("td", {}, num(r.depth)),
-        el("td", {}, r.delivery === "queue" ? link(`/ui/routes/${enc(r.name)}/dlq`, num(r.dlq)) : "—"),
+        countCells(r),
+        el("td", { class: "depth" }, num(r.depth)),
+        el("td", { class: "lag" }, lag(r)),
+        el("td", { class: "dlq" }, r.delivery === "queue" ? link(`/ui/routes/${enc(r.name)}/dlq`, num(r.dlq)) : "—"),
         el("td", {}, breaker(r)),
         el("td", { class: "paused" }, r.delivery === "queue" ? (r.paused ? el("span", { class: "badge bad" }, "paused since " + time(r.paused_since)) : "no") : "—"),
         el("td", {}, pauseButton(r, load), r.error ? el("span", { class: "error" }, " " + r.error) : ""))));
-    updated.textContent = "Refreshed every 5 s. Updated " + new Date().toISOString().replace("T", " ").slice(0, 19) + "Z.";
+    updated.textContent = "Counts are this instance's since it started. Refreshed every 5 s. Updated " + new Date().toISOString().replace("T", " ").slice(0, 19) + "Z.";
     if (!form) {
       form = lookupForm(page.routes);
       render(
         el("h1", {}, "Routes"),
         el("table", { id: "routes" },
-          el("thead", {}, el("tr", {}, ["Route", "Delivery", "Queue depth", "DLQ", "Breaker", "Paused", ""].map((h) => el("th", {}, h)))),
+          el("thead", {}, el("tr", {}, ["Route", "Delivery", "Deliveries", "Forwarded", "Queued", "Replayed", "Refused", "Queue depth", "Lag", "DLQ", "Breaker", "Paused", ""].map((h) => el("th", {}, h)))),
           tbody),
         updated, form);
     }
@@ -147,8 +165,14 @@ async function routePage(my, name) {
     const dl = el("dl", { id: "route" });
     const row = (k, v) => dl.append(el("dt", {}, k), el("dd", {}, v));
     row("Delivery", r.delivery);
+    row("Deliveries", el("span", { class: "count deliveries" }, num(r.deliveries)));
+    row("Forwarded", el("span", { class: "count forwarded" }, num(r.forwarded)));
+    if (r.delivery === "queue") row("Queued", el("span", { class: "count queued" }, num(r.queued)));
+    row("Replayed", el("span", { class: "count replayed" }, num(r.replayed)));
+    row("Refused", el("span", { class: "count refused" }, num(r.refused)));
     if (r.delivery === "queue") {
       row("Queue depth", num(r.depth));
+      row("Lag", lag(r));
       row("Dead-lettered", link(`/ui/routes/${enc(name)}/dlq`, num(r.dlq) + " (open the DLQ)"));
       row("Paused", r.paused ? "since " + time(r.paused_since) : "no");
     }
@@ -156,13 +180,42 @@ async function routePage(my, name) {
     if (r.breaker_open_until) row("Breaker open until", time(r.breaker_open_until));
     if (r.error) row("Error", el("span", { class: "error" }, r.error));
     if (!form) form = lookupForm(page.routes, name);
-    render(el("h1", {}, "Route ", name), dl, el("div", { class: "actions" }, pauseButton(r, load)), form);
+    render(el("h1", {}, "Route ", name), dl, el("p", { class: "muted" }, "Counts are this instance's since it started. Refreshed every 5 s."),
+      el("div", { class: "actions" }, pauseButton(r, load)), form);
   };
   await load();
   every(5000, () => guard(load));
 }
 
 // ---- a route's DLQ (/ui/routes/{route}/dlq)
+
+// bodyButton shows (and hides again) a dead-lettered event's body preview
+// in a row under the event's: the body is the sender's, so it goes into
+// a <pre> as text (textContent), never as markup.
+function bodyButton(my, base, d) {
+  const b = button("Show body", "show-body", () => guard(async () => {
+    const tr = b.closest("tr");
+    const next = tr.nextElementSibling;
+    if (next && next.classList.contains("preview")) {
+      next.remove();
+      b.textContent = "Show body";
+      return;
+    }
+    const ev = await api("GET", `${base}/${enc(d.id)}`);
+    if (my !== gen || !tr.isConnected) return;
+    const pre = el("pre", { class: "body" });
+    pre.textContent = ev.body_preview;
+    const about = [ev.content_type ? "Content-Type: " + ev.content_type : "no Content-Type", `${ev.body_bytes} bytes`];
+    if (ev.body_truncated) about.push("the first 4 KiB shown");
+    if (ev.body_bytes === 0) about.push("empty body");
+    const box = el("td", { colspan: 8 }, el("div", { class: "muted" }, about.join(" · ")), pre);
+    const row = el("tr", { class: "preview" }, box);
+    row.dataset.previewFor = d.id;
+    tr.after(row);
+    b.textContent = "Hide body";
+  }));
+  return b;
+}
 
 async function dlqPage(my, route) {
   crumbs.replaceChildren(link("/ui/", "Routes"), " / ", link(`/ui/routes/${enc(route)}`, route), " / DLQ");
@@ -183,6 +236,7 @@ async function dlqPage(my, route) {
         el("td", {}, time(d.first_seen)),
         el("td", {}, time(d.died_at)),
         el("td", {},
+          bodyButton(my, base, d), " ",
           button("Replay", "replay", () => guard(async () => {
             await api("POST", `${base}/${enc(d.id)}/replay`);
             say(`Event ${d.id} replayed.`);

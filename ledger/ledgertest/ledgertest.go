@@ -617,6 +617,15 @@ var cases = []testCase{
 		if len(list) != 1 || !deadEqual(list[0], want) {
 			t.Fatalf("ListDead = %+v, want [%+v]", list, want)
 		}
+		// DeadEntry reports the event as the listing does, with its DLQ
+		// position, and changes nothing.
+		d, pos, err := l.DeadEntry(background, Route, eid)
+		if err != nil || pos != "dlq-7" || !deadEqual(d, want) {
+			t.Fatalf("DeadEntry = %+v, %q, %v; want %+v at dlq-7", d, pos, err, want)
+		}
+		_, _, err = l.DeadEntry(background, Route, "other")
+		WantErr(t, "DeadEntry of an unknown event", err, queue.ErrNotFound)
+		WantState(t, l, "k", queue.StateDeadLettered)
 		MustBegin(t, l, "k", eid, "t2", "p2", "w1", false)
 		MustSettle(t, l, "k", eid, "t2", "w1", s, queue.Stale)
 		got := MustReserve(t, l, Res(clock, "k", "x", "y"))
@@ -640,6 +649,8 @@ var cases = []testCase{
 		wantTTL(t, l, "k", NoTTL)
 		_, _, err := l.Dead(background, Route, eid, "")
 		WantErr(t, "Dead after a replay", err, queue.ErrNotFound)
+		_, _, err = l.DeadEntry(background, Route, eid)
+		WantErr(t, "DeadEntry after a replay", err, queue.ErrNotFound)
 		WantErr(t, "Replay twice", l.Replay(background, Route, eid, "dlq-1", "r2"), queue.ErrNotFound)
 		WantErr(t, "Purge after a replay", l.Purge(background, Route, eid, Retain), queue.ErrNotFound)
 		if list := listAllDead(t, l, 10); len(list) != 0 {
@@ -683,6 +694,8 @@ var cases = []testCase{
 		WantStats(t, l, 0, 0, time.Time{})
 		_, _, err := l.Dead(background, Route, eid, "")
 		WantErr(t, "Dead after a purge", err, queue.ErrNotFound)
+		_, _, err = l.DeadEntry(background, Route, eid)
+		WantErr(t, "DeadEntry after a purge", err, queue.ErrNotFound)
 		WantErr(t, "Replay after a purge", l.Replay(background, Route, eid, "dlq-1", "r1"), queue.ErrNotFound)
 		WantErr(t, "Purge twice", l.Purge(background, Route, eid, Retain), queue.ErrNotFound)
 		if list := listAllDead(t, l, 10); len(list) != 0 {

@@ -616,6 +616,28 @@ func (b *Backend) ListDLQ(ctx context.Context, route, cursor string, limit int) 
 	return b.o.Ledger.ListDead(ctx, route, cursor, limit)
 }
 
+// Dead reads the event's details from the ledger and its payload from its
+// record in the DLQ topic, at the position the ledger keeps (one direct
+// fetch, bounded by Lease).
+func (b *Backend) Dead(ctx context.Context, name, id string) (queue.DeadEntry, []byte, error) {
+	d, pos, err := b.o.Ledger.DeadEntry(ctx, name, id)
+	if err != nil {
+		return queue.DeadEntry{}, nil, err
+	}
+	p, off, ok := parsePos(pos)
+	if !ok {
+		return queue.DeadEntry{}, nil, fmt.Errorf("%w: kafka: dead-letter position %q", queue.ErrCorrupt, pos)
+	}
+	rec, err := b.fetch(ctx, b.dlqTopic(name), p, off)
+	if err != nil {
+		return queue.DeadEntry{}, nil, err
+	}
+	if eid := header(rec, hEventID); eid != id {
+		return queue.DeadEntry{}, nil, fmt.Errorf("%w: kafka: the DLQ record at %s holds event %q, not %q", queue.ErrCorrupt, pos, eid, id)
+	}
+	return d, rec.Value, nil
+}
+
 // Replay reads the event's record from the DLQ topic, produces it to the
 // main topic with a new token and records that in the ledger; if the
 // event was replayed or purged meanwhile, the new record is a leftover and

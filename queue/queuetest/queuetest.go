@@ -51,6 +51,7 @@ var cases = []struct {
 	{"Deliver", testDeliver},
 	{"RetryAndPromote", testRetryAndPromote},
 	{"DeadLetterReplayPurge", testDeadLetterReplayPurge},
+	{"DeadEvent", testDeadEvent},
 	{"StaleOwnerSettle", testStaleOwnerSettle},
 	{"DeleteDropsLeftovers", testDeleteDropsLeftovers},
 	{"ListDLQPagination", testListDLQPagination},
@@ -473,6 +474,77 @@ func testDeadLetterReplayPurge(t *testing.T, b queue.Backend) {
 		}
 		assertNoEntries(t, b)
 	}
+}
+
+// Dead reports a dead-lettered event as the DLQ listing does, with the
+// payload byte for byte, and changes nothing; it does not find an event
+// before it dies, after a replay or a purge, nor an unknown id.
+func testDeadEvent(t *testing.T, b queue.Backend) {
+	ctx := context.Background()
+	e := testEntry("k", "fp")
+	e.Payload = []byte("POST /hook \x00\xff\xfe <img src=x onerror=alert(1)> " + strings.Repeat("x", 5000))
+	ack := mustEnqueue(t, b, e, 10)
+	notFound := func(what, id string) {
+		t.Helper()
+		if d, p, err := b.Dead(ctx, testRoute, id); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("Dead(%q) %s = %+v, %q, %v; want ErrNotFound", id, what, d, p, err)
+		}
+	}
+	notFound("while queued", ack.ID)
+	j := mustBegin(t, b, readOne(t, b, "c"))
+	died := msNow()
+	mustSettle(t, b, "c", j, dead("rejected:400", 400, died), queue.Recorded)
+
+	found := func(what string, attempts int64) {
+		t.Helper()
+		d, payload, err := b.Dead(ctx, testRoute, ack.ID)
+		if err != nil {
+			t.Fatalf("Dead %s: %v", what, err)
+		}
+		list, _, err := b.ListDLQ(ctx, testRoute, "", 10)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("ListDLQ %s = %+v, %v; want one entry", what, list, err)
+		}
+		l := list[0]
+		if d.ID != ack.ID || d.ID != l.ID || d.Key != "k" || d.Key != l.Key || d.Reason != l.Reason || d.Status != l.Status ||
+			d.Attempts != attempts || d.Attempts != l.Attempts || d.Error != l.Error || !d.FirstSeen.Equal(e.FirstSeen) ||
+			!d.FirstSeen.Equal(l.FirstSeen) || !d.DiedAt.Equal(l.DiedAt) {
+			t.Fatalf("Dead %s = %+v; want the listing's %+v with %d attempts", what, d, l, attempts)
+		}
+		if !bytes.Equal(payload, e.Payload) {
+			t.Fatalf("Dead %s: payload of %d bytes, want the %d enqueued", what, len(payload), len(e.Payload))
+		}
+		clear(payload) // the caller's copy: the stored event is untouched
+	}
+	found("after the event died", 1)
+	if d := func() queue.DeadEntry { d, _, _ := b.Dead(ctx, testRoute, ack.ID); return d }(); d.Reason != "rejected:400" || d.Status != 400 ||
+		d.Error != "upstream said no" || !d.DiedAt.Equal(died) {
+		t.Fatalf("Dead = %+v; want rejected:400, status 400, died %v", d, died)
+	}
+	found("again (it changes nothing)", 1)
+	if st := mustStats(t, b); st.Depth != 0 || st.DLQ != 1 {
+		t.Fatalf("Stats after Dead = %+v, want Depth 0 DLQ 1", st)
+	}
+	for _, id := range []string{"0-000000000000000000000000", "1-000000000000000000000000", "nonsense", ""} {
+		notFound("(unknown id)", id)
+	}
+
+	if err := b.Replay(ctx, testRoute, ack.ID); err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	notFound("after a replay", ack.ID)
+	j = mustBegin(t, b, readOne(t, b, "c"))
+	if !bytes.Equal(j.Payload, e.Payload) {
+		t.Fatalf("the replayed try's payload differs from the enqueued one")
+	}
+	mustSettle(t, b, "c", j, dead("exhausted", 503, msNow()), queue.Recorded)
+	found("after it died again", 2)
+
+	if err := b.Purge(ctx, testRoute, ack.ID, time.Hour); err != nil {
+		t.Fatalf("Purge: %v", err)
+	}
+	notFound("after a purge", ack.ID)
+	assertNoEntries(t, b)
 }
 
 // A settle by a stale owner changes nothing.
