@@ -344,7 +344,9 @@ func TestJWKSURLFailuresKeepKeys(t *testing.T) {
 	good, other := s[0], s[1]
 	srv := newJWKSServer(t, good.jwk(t, "a"))
 	h := startedJWKSHarness(t, Config{Scheme: "jwt", JWT: JWTConfig{Algorithms: []string{"RS256"}, JWKSURL: srv.url()}}, testEnv(t, nil))
-	h.r.timeout = 200 * time.Millisecond // for the server that never answers
+	// The fetch's own limit stays (a 1 MiB answer takes a while on a busy
+	// machine); only the server that never answers gets a short one.
+	limit := h.r.timeout
 	huge := append([]byte(`{"keys":[],"pad":"`), bytes.Repeat([]byte("x"), maxJWKSResponse)...)
 	huge = append(huge, `"}`...)
 	ecOnly, _ := json.Marshal(map[string]any{"keys": []map[string]string{jwkOf(t, "ec", &getKeys(t).ec256.PublicKey)}})
@@ -360,10 +362,11 @@ func TestJWKSURLFailuresKeepKeys(t *testing.T) {
 		{"oversized", func() { srv.breakWith(0, huge) }, "larger than 1MiB"},
 		{"empty set", func() { srv.breakWith(0, []byte(`{"keys":[]}`)) }, "no key fits"},
 		{"no fitting key", func() { srv.breakWith(0, ecOnly) }, "no key fits"},
-		{"never answers", func() { srv.mu.Lock(); srv.block = true; srv.mu.Unlock() }, "no complete answer within"},
+		{"never answers", func() { h.r.timeout = 200 * time.Millisecond; srv.mu.Lock(); srv.block = true; srv.mu.Unlock() }, "no complete answer within"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.break_()
+			defer func() { h.r.timeout = limit }()
 			defer srv.rotate(good.jwk(t, "a"))
 			h.advance(time.Minute)
 			id, err := h.v.Verify(bearer(other.token(t, "b", claimsAt(now, nil))), nil, now)
