@@ -23,6 +23,7 @@ import (
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/idkey"
+	"github.com/clawgate/clawgate/logging"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/verify"
@@ -518,8 +519,7 @@ func (g *Gateway) done(d *delivery) {
 	if d.secretID != "" {
 		secret = slog.String("secret_id", d.secretID)
 	}
-	r := slog.NewRecord(end, level, "delivery", 0)
-	r.AddAttrs(
+	attrs := [...]slog.Attr{
 		slog.String("route", name),
 		slog.String("key", d.key),
 		slog.String("outcome", d.outcome),
@@ -540,7 +540,16 @@ func (g *Gateway) done(d *delivery) {
 		upStatus,
 		upTime,
 		secret,
-		cause)
+		cause,
+	}
+	if lh, ok := h.(*logging.Handler); ok {
+		// The gateway's own handler takes the attributes without a
+		// record, which would allocate for more than five.
+		lh.HandleAttrs(end, level, "delivery", attrs[:])
+		return
+	}
+	r := slog.NewRecord(end, level, "delivery", 0)
+	r.AddAttrs(attrs[:]...)
 	h.Handle(ctx, r)
 }
 
