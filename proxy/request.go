@@ -124,14 +124,14 @@ func forwardable(name string, conn []string, trusted bool) bool {
 // isHop reports a hop-by-hop header (RFC 9110 7.6.1), or one the message's
 // Connection header names. Names are canonical: net/http and fasthttp both
 // canonicalise them.
-func isHop(name string, conn []string) bool {
-	switch name {
+func isHop[S string | []byte](name S, conn []string) bool {
+	switch string(name) {
 	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
 	for _, c := range conn {
-		if c == name {
+		if c == string(name) {
 			return true
 		}
 	}
