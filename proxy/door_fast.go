@@ -33,7 +33,7 @@ func (g *Gateway) ServeFastHTTP(c *fasthttp.RequestCtx) {
 	x := exchangePool.Get().(*fastExchange)
 	x.c = c
 	defer x.release()
-	d := &delivery{}
+	d := &x.d
 	x.read(&d.in)
 	d.in.watch = x
 	g.serve(d)
@@ -69,9 +69,12 @@ func (g *Gateway) ServeFastHTTP(c *fasthttp.RequestCtx) {
 // pooled: the bytes the view's strings are cut from, the view's header
 // pairs and map (the steps only read them, and keep neither past the
 // delivery: what they keep are the strings, which are never reused), the
-// body reader and the hang-up watch.
+// body reader, the hang-up watch, and the delivery itself (nothing keeps
+// it past its end: what outlives it are its strings and the upstream's
+// answer, allocations of their own).
 type fastExchange struct {
 	c      *fasthttp.RequestCtx
+	d      delivery
 	buf    []byte
 	offs   []int
 	pairs  []string
@@ -88,7 +91,7 @@ var exchangePool = sync.Pool{New: func() any { return new(fastExchange) }}
 const maxPooledHeaders = 64
 
 func (x *fastExchange) release() {
-	x.c, x.hangUp = nil, hangUpWatch{}
+	x.c, x.hangUp, x.d = nil, hangUpWatch{}, delivery{}
 	x.body.Reset(nil)
 	clear(x.pairs)
 	clear(x.vals)
