@@ -88,6 +88,12 @@ type delivery struct {
 	// one allocation for them all. A strings.Builder only appends, so a
 	// string cut from it never changes.
 	strs strings.Builder
+
+	// req is the request forward sends upstream, its header in reqHdr
+	// when that is large enough: the upstream reads them during Forward
+	// only.
+	req    Request
+	reqHdr [24]string
 }
 
 // strsSize is what a delivery's strs reserves at its first string: a

@@ -17,7 +17,8 @@ type Upstream interface {
 	// Forward sends req as try number attempt, waiting at most timeout,
 	// and returns the service's answer, or an error wrapping
 	// ErrUpstreamTimeout or ErrUpstreamUnreachable. It never resends. The
-	// caller releases the answer.
+	// caller releases the answer. It keeps nothing of req past its
+	// return: the caller reuses it.
 	Forward(ctx context.Context, req *Request, attempt int64, timeout time.Duration) (Answer, error)
 }
 
