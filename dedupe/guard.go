@@ -98,6 +98,8 @@ type Key struct {
 	gen     uint64 // the window's reset generation when the delivery began
 	lockTTL time.Duration
 	flight  *Flight
+	// ownFlight is flight when Open marked the key in flight.
+	ownFlight Flight
 	// storeOnly: a Hold's key, claimed in the store alone (no local
 	// window); op names its store errors ("claim" when empty).
 	storeOnly bool
@@ -127,11 +129,14 @@ func (g *Guard) Open(scoped, fp string, gen uint64, lockTTL time.Duration, l Lab
 		return nil, finishedAdmission("cache", &e.Outcome, fp, e.Attempts.Add(1))
 	}
 	l.Metrics.CacheMiss()
-	flight, ok := g.window.Begin(scoped)
+	// The key and its in-flight mark are one allocation.
+	k := &Key{g: g, labels: l, scoped: scoped, fp: fp, gen: gen, lockTTL: lockTTL}
+	flight, ok := g.window.BeginWith(scoped, &k.ownFlight)
 	if !ok {
 		return nil, Admission{Verdict: Busy, Layer: "cache", RetryAfter: time.Second, Attempts: flight.Attempts.Add(1)}
 	}
-	return &Key{g: g, labels: l, scoped: scoped, fp: fp, gen: gen, lockTTL: lockTTL, flight: flight}, Admission{Verdict: Proceed}
+	k.flight = flight
+	return k, Admission{Verdict: Proceed}
 }
 
 // Cached answers a finished key from the local window alone (Replay or
