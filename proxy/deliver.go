@@ -94,6 +94,8 @@ type delivery struct {
 	// only.
 	req    Request
 	reqHdr [24]string
+	// outVals backs the net/http front door's answer header values.
+	outVals [8]string
 }
 
 // strsSize is what a delivery's strs reserves at its first string: a

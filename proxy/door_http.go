@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -32,9 +33,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it honours "Connection: keep-alive, close" as keep-alive.
 		h["Connection"] = closeValue
 	}
-	// One values slice for the whole answer; a name given twice appends.
+	// One values slice for the whole answer, the delivery's array when it
+	// is large enough (this door's deliveries are never reused); a name
+	// given twice appends.
 	pairs := d.out.header
-	vals := make([]string, len(pairs)/2)
+	vals := d.outVals[:0]
+	vals = slices.Grow(vals, len(pairs)/2)[:len(pairs)/2]
 	for i := 0; i+1 < len(pairs); i += 2 {
 		name, v := pairs[i], pairs[i+1]
 		if prev, ok := h[name]; ok {
