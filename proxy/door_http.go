@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -12,7 +13,10 @@ import (
 
 // ServeHTTP serves one delivery from net/http's server.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	d := &delivery{in: httpInbound(r)}
+	d := deliveryPool.Get().(*delivery)
+	d.in = httpInbound(r)
+	defer deliveryPool.Put(d)
+	defer func() { *d = delivery{} }()
 	g.serve(d)
 	defer g.end(d)
 	if d.out.status == StatusClientClosed {
@@ -34,8 +38,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h["Connection"] = closeValue
 	}
 	// One values slice for the whole answer, the delivery's array when it
-	// is large enough (this door's deliveries are never reused); a name
-	// given twice appends.
+	// is large enough (net/http copies the header when the handler calls
+	// WriteHeader, before the delivery is reused); a name given twice
+	// appends.
 	pairs := d.out.header
 	vals := d.outVals[:0]
 	vals = slices.Grow(vals, len(pairs)/2)[:len(pairs)/2]
@@ -68,6 +73,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, _ := w.Write(d.out.body)
 	d.bytesOut = int64(n)
 }
+
+// deliveryPool holds the net/http front door's deliveries between
+// requests: nothing keeps one past its end (what outlives it are its
+// strings and the upstream's answer, allocations of their own).
+var deliveryPool = sync.Pool{New: func() any { return new(delivery) }}
 
 // httpInbound is the steps' view of r.
 func httpInbound(r *http.Request) inbound {
