@@ -89,12 +89,20 @@ func (c *Cache) Remove(key string) {
 // Flight. When another local copy already is, it returns that copy's Flight
 // and false.
 func (c *Cache) Begin(key string) (*Flight, bool) {
+	return c.BeginWith(key, nil)
+}
+
+// BeginWith is Begin with the Flight to mark key with (nil: a new one),
+// so that it can be part of a larger allocation.
+func (c *Cache) BeginWith(key string, f *Flight) (*Flight, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f, busy := c.inFlight[key]; busy {
-		return f, false
+	if busy, ok := c.inFlight[key]; ok {
+		return busy, false
 	}
-	f := &Flight{}
+	if f == nil {
+		f = &Flight{}
+	}
 	c.inFlight[key] = f
 	return f, true
 }

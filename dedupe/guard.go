@@ -30,7 +30,11 @@ type Guard struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 
-	held     sync.Map       // scoped key -> owner token, for locks held right now
+	// held maps scoped keys to their owner tokens, for the locks held
+	// right now. A map under a mutex: a sync.Map boxes both strings, three
+	// allocations per delivery.
+	heldMu   sync.Mutex
+	held     map[string]string
 	pending  sync.WaitGroup // background finishes
 	cut      atomic.Int64   // background finishes that gave up at Drain
 	stop     chan struct{}  // closed by Drain: background finishes give up
@@ -40,7 +44,8 @@ type Guard struct {
 // NewGuard returns a guard on st with a local window of size outcomes kept
 // for window.
 func NewGuard(st store.Store, size int, window time.Duration, m *metrics.Metrics, log *slog.Logger) *Guard {
-	return &Guard{store: st, window: NewCache(size, window), metrics: m, log: log, stop: make(chan struct{})}
+	return &Guard{store: st, window: NewCache(size, window), metrics: m, log: log, stop: make(chan struct{}),
+		held: map[string]string{}}
 }
 
 // Labels name a delivery in the guard's metrics and log lines.
@@ -93,6 +98,8 @@ type Key struct {
 	gen     uint64 // the window's reset generation when the delivery began
 	lockTTL time.Duration
 	flight  *Flight
+	// ownFlight is flight when Open marked the key in flight.
+	ownFlight Flight
 	// storeOnly: a Hold's key, claimed in the store alone (no local
 	// window); op names its store errors ("claim" when empty).
 	storeOnly bool
@@ -122,11 +129,14 @@ func (g *Guard) Open(scoped, fp string, gen uint64, lockTTL time.Duration, l Lab
 		return nil, finishedAdmission("cache", &e.Outcome, fp, e.Attempts.Add(1))
 	}
 	l.Metrics.CacheMiss()
-	flight, ok := g.window.Begin(scoped)
+	// The key and its in-flight mark are one allocation.
+	k := &Key{g: g, labels: l, scoped: scoped, fp: fp, gen: gen, lockTTL: lockTTL}
+	flight, ok := g.window.BeginWith(scoped, &k.ownFlight)
 	if !ok {
 		return nil, Admission{Verdict: Busy, Layer: "cache", RetryAfter: time.Second, Attempts: flight.Attempts.Add(1)}
 	}
-	return &Key{g: g, labels: l, scoped: scoped, fp: fp, gen: gen, lockTTL: lockTTL, flight: flight}, Admission{Verdict: Proceed}
+	k.flight = flight
+	return k, Admission{Verdict: Proceed}
 }
 
 // Cached answers a finished key from the local window alone (Replay or
@@ -183,7 +193,7 @@ func (k *Key) Claim(ctx context.Context) Admission {
 	switch c.State {
 	case store.Claimed:
 		k.token = c.Token
-		k.g.held.Store(k.scoped, c.Token)
+		k.g.hold(k.scoped, c.Token)
 		return Admission{Verdict: Proceed, Layer: "store", Attempts: c.Attempts}
 	case store.InFlight:
 		return Admission{Verdict: Busy, Layer: "store", RetryAfter: c.RetryAfter, Attempts: c.Attempts}
@@ -248,7 +258,7 @@ func (k *Key) Finish(ctx context.Context, out store.Outcome, attempts int64, ret
 	defer k.g.window.Add(k.scoped, out, attempts, k.gen)
 	// From here on the lock must not be released at shutdown: the
 	// upstream took the event.
-	k.g.held.Delete(k.scoped)
+	k.g.unhold(k.scoped)
 	k.finished = true
 	f := pendingFinish{k: k, out: out, retention: retention, deadline: k.deadline.Add(-finishMargin)}
 	err := f.try(ctx)
@@ -277,7 +287,7 @@ func (k *Key) Release(ctx context.Context, reason string) {
 	if k.token == "" {
 		return
 	}
-	k.g.held.Delete(k.scoped)
+	k.g.unhold(k.scoped)
 	err := k.g.store.Release(ctx, k.scoped, k.token)
 	k.token = ""
 	switch {
@@ -393,7 +403,7 @@ func (k *Key) SettleHeld(ctx context.Context, finished bool, op string, retentio
 	if k == nil || k.token == "" {
 		return nil
 	}
-	k.g.held.Delete(k.scoped)
+	k.g.unhold(k.scoped)
 	var err error
 	if finished {
 		err = k.g.store.Finish(ctx, k.scoped, k.token, store.Outcome{Status: 200, Fingerprint: k.fp}, retention)
@@ -428,15 +438,38 @@ func (g *Guard) WindowState(scoped string) (attempts int64, lastSeen time.Time, 
 // grace period, so their retries need not wait out lock_ttl. It returns
 // how many it released.
 func (g *Guard) ReleaseHeld(ctx context.Context) int {
+	g.heldMu.Lock()
+	locks := make([][2]string, 0, len(g.held))
+	for k, token := range g.held {
+		locks = append(locks, [2]string{k, token})
+	}
+	g.heldMu.Unlock()
 	n := 0
-	g.held.Range(func(k, v any) bool {
-		if err := g.store.Release(ctx, k.(string), v.(string)); err == nil {
+	for _, l := range locks {
+		if err := g.store.Release(ctx, l[0], l[1]); err == nil {
 			n++
 		}
-		g.held.Delete(k)
-		return true
-	})
+		g.heldMu.Lock()
+		if g.held[l[0]] == l[1] {
+			delete(g.held, l[0])
+		}
+		g.heldMu.Unlock()
+	}
 	return n
+}
+
+// hold notes the lock on scoped this instance holds with token.
+func (g *Guard) hold(scoped, token string) {
+	g.heldMu.Lock()
+	g.held[scoped] = token
+	g.heldMu.Unlock()
+}
+
+// unhold forgets the lock on scoped.
+func (g *Guard) unhold(scoped string) {
+	g.heldMu.Lock()
+	delete(g.held, scoped)
+	g.heldMu.Unlock()
 }
 
 // Drain waits, until ctx is done, for the finished keys still being

@@ -48,24 +48,48 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // Handle implements slog.Handler.
 func (h *Handler) Handle(_ context.Context, r slog.Record) error {
-	bp := bufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	b = append(b, '{')
-	if !r.Time.IsZero() {
-		b = append(b, `"time":"`...)
-		b = r.Time.AppendFormat(b, time.RFC3339Nano)
-		b = append(b, `",`...)
-	}
-	b = append(b, `"level":`...)
-	b = appendString(b, r.Level.String())
-	b = append(b, `,"msg":`...)
-	b = appendString(b, r.Message)
-	b = append(b, ',')
-	b = append(b, h.prefix...)
+	bp, b := h.begin(r.Time, r.Level, r.Message)
 	r.Attrs(func(a slog.Attr) bool {
 		b = appendAttr(b, a)
 		return true
 	})
+	return h.end(bp, b)
+}
+
+// HandleAttrs writes the line Handle writes for a record of t, level, msg
+// and attrs, without making the record, which allocates for more than
+// five attributes: attrs may be an array on the caller's stack. The
+// caller checks Enabled first, as slog.Logger does.
+func (h *Handler) HandleAttrs(t time.Time, level slog.Level, msg string, attrs []slog.Attr) error {
+	bp, b := h.begin(t, level, msg)
+	for _, a := range attrs {
+		b = appendAttr(b, a)
+	}
+	return h.end(bp, b)
+}
+
+// begin starts a line in a pooled buffer: time, level, message and the
+// attributes of WithAttrs.
+func (h *Handler) begin(t time.Time, level slog.Level, msg string) (*[]byte, []byte) {
+	bp := bufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	b = append(b, '{')
+	if !t.IsZero() {
+		b = append(b, `"time":"`...)
+		b = t.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `",`...)
+	}
+	b = append(b, `"level":`...)
+	b = appendString(b, level.String())
+	b = append(b, `,"msg":`...)
+	b = appendString(b, msg)
+	b = append(b, ',')
+	b = append(b, h.prefix...)
+	return bp, b
+}
+
+// end closes the line begun in b, writes it and gives the buffer back.
+func (h *Handler) end(bp *[]byte, b []byte) error {
 	b = trimComma(b)
 	for i := 0; i < h.groups; i++ {
 		b = trimComma(b)

@@ -68,6 +68,15 @@ func TestSameLinesAsSlogJSONHandler(t *testing.T) {
 			if !strings.HasSuffix(ours.String(), "}\n") || strings.Count(ours.String(), "\n") != 1 {
 				t.Fatalf("not one line: %q", ours.String())
 			}
+			// HandleAttrs, without a record, writes the same bytes.
+			line := ours.String()
+			ours.Reset()
+			if err := h1.(*Handler).HandleAttrs(when, slog.LevelWarn, tc.msg, tc.attrs); err != nil {
+				t.Fatal(err)
+			}
+			if ours.String() != line {
+				t.Fatalf("HandleAttrs wrote\n%s\nHandle wrote\n%s", ours.String(), line)
+			}
 		})
 	}
 }
@@ -163,6 +172,19 @@ func BenchmarkAccessLine(b *testing.B) {
 			}
 		})
 	}
+	// The gateway's way: the attributes in an array, no record.
+	b.Run("logging.HandleAttrs", func(b *testing.B) {
+		h := NewHandler(io.Discard, nil)
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			attrs := [...]slog.Attr{
+				slog.String("route", "orders"), slog.String("key", "evt_1234567890"),
+				slog.String("outcome", "replayed"), slog.Int("status", 200), slog.Int64("attempt", 2),
+				slog.Float64("duration_ms", 0.123), slog.String("method", "POST"),
+				slog.String("path", "/webhook/order"), slog.String("request_id", "4bf92f3577b34da6a3ce929d0e0e4736")}
+			h.HandleAttrs(time.Now(), slog.LevelInfo, "delivery", attrs[:])
+		}
+	})
 }
 
 // A File reopened after its file was moved away (logrotate) writes to a

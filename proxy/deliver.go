@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/dedupe"
 	"github.com/clawgate/clawgate/idkey"
+	"github.com/clawgate/clawgate/logging"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/verify"
@@ -78,6 +82,47 @@ type delivery struct {
 	// the parent of the steps' spans; both nil when tracing is off.
 	span trace.Span
 	sctx context.Context
+
+	// strs backs the short strings the delivery makes (a new
+	// traceparent, the route-scoped key, the fingerprint's hex digits):
+	// one allocation for them all. A strings.Builder only appends, so a
+	// string cut from it never changes.
+	strs strings.Builder
+
+	// req is the request forward sends upstream, its header in reqHdr
+	// when that is large enough: the upstream reads them during Forward
+	// only.
+	req    Request
+	reqHdr [24]string
+	// outVals backs the net/http front door's answer header values.
+	outVals [8]string
+}
+
+// strsSize is what a delivery's strs reserves at its first string: a
+// traceparent (55 bytes), a fingerprint (64) and a route-scoped key of up
+// to 73 bytes fit.
+const strsSize = 192
+
+// str returns b as a string cut from d.strs.
+func (d *delivery) str(b []byte) string {
+	if d.strs.Cap() == 0 {
+		d.strs.Grow(strsSize)
+	}
+	n := d.strs.Len()
+	d.strs.Write(b)
+	return d.strs.String()[n:]
+}
+
+// scopedKey is idkey.Scoped(route, key), cut from d.strs.
+func (d *delivery) scopedKey(route, key string) string {
+	if d.strs.Cap() == 0 {
+		d.strs.Grow(strsSize)
+	}
+	n := d.strs.Len()
+	d.strs.WriteString(route)
+	d.strs.WriteByte(':')
+	d.strs.WriteString(key)
+	return d.strs.String()[n:]
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -94,7 +139,7 @@ func (g *Gateway) serve(d *delivery) {
 	if g.tracer != nil {
 		tp = g.startTrace(d, tp)
 	}
-	d.reqID, d.trace = ids(d.in.header.Get("X-Request-Id"), tp)
+	d.reqID, d.trace = d.ids(d.in.header.Get("X-Request-Id"), tp)
 	d.buf = bufPool.Get().(*bytes.Buffer)
 	d.buf.Reset()
 	if err := g.deliver(d, d.buf); err != nil {
@@ -212,8 +257,11 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	case err != nil:
 		return fail(http.StatusBadRequest, metrics.OutcomeRejected, "invalid idempotency key", err)
 	}
-	d.scoped = idkey.Scoped(rt.Name, d.key)
-	d.fp = idkey.Fingerprint(d.in.method, path, d.body)
+	d.scoped = d.scopedKey(rt.Name, d.key)
+	sum := idkey.FingerprintBytes(d.in.method, path, d.body)
+	var fp [2 * sha256.Size]byte
+	hex.Encode(fp[:], sum[:]) // idkey.Fingerprint's form
+	d.fp = d.str(fp[:])
 	if rt.Queued() {
 		// 5-6 for a queue route: stored and acknowledged (queue.go).
 		return g.queued(d)
@@ -479,8 +527,7 @@ func (g *Gateway) done(d *delivery) {
 	if d.secretID != "" {
 		secret = slog.String("secret_id", d.secretID)
 	}
-	r := slog.NewRecord(end, level, "delivery", 0)
-	r.AddAttrs(
+	attrs := [...]slog.Attr{
 		slog.String("route", name),
 		slog.String("key", d.key),
 		slog.String("outcome", d.outcome),
@@ -501,7 +548,16 @@ func (g *Gateway) done(d *delivery) {
 		upStatus,
 		upTime,
 		secret,
-		cause)
+		cause,
+	}
+	if lh, ok := h.(*logging.Handler); ok {
+		// The gateway's own handler takes the attributes without a
+		// record, which would allocate for more than five.
+		lh.HandleAttrs(end, level, "delivery", attrs[:])
+		return
+	}
+	r := slog.NewRecord(end, level, "delivery", 0)
+	r.AddAttrs(attrs[:]...)
 	h.Handle(ctx, r)
 }
 
@@ -520,9 +576,11 @@ func clipPath(p string) string {
 // ids returns the delivery's X-Request-Id and traceparent: the caller's
 // when valid (a short printable request id, a W3C traceparent), else new
 // ones. A new request id is the trace id, so log lines and traces join.
-func ids(reqID, tp string) (string, string) {
+func (d *delivery) ids(reqID, tp string) (string, string) {
 	if !validTraceparent(tp) {
-		tp = newTraceparent()
+		var b [55]byte
+		newTraceparent(&b)
+		tp = d.str(b[:])
 	}
 	if !validRequestID(reqID) {
 		reqID = tp[3:35]
@@ -548,16 +606,14 @@ func validTraceparent(v string) bool {
 		v[36:52] != "0000000000000000"
 }
 
-// newTraceparent starts a trace: version 00, random trace and span ids,
+// newTraceparent writes a new trace into b: version 00, random trace and span ids,
 // sampled.
-func newTraceparent() string {
-	var b [55]byte
+func newTraceparent(b *[55]byte) {
 	copy(b[:], "00-")
 	b[35], b[52] = '-', '-'
 	copy(b[53:], "01")
 	hexRand(b[3:35])
 	hexRand(b[36:52])
-	return string(b[:])
 }
 
 func isHex(s string) bool {

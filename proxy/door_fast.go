@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,7 @@ func (g *Gateway) ServeFastHTTP(c *fasthttp.RequestCtx) {
 	x := exchangePool.Get().(*fastExchange)
 	x.c = c
 	defer x.release()
-	d := &delivery{}
+	d := &x.d
 	x.read(&d.in)
 	d.in.watch = x
 	g.serve(d)
@@ -65,21 +66,39 @@ func (g *Gateway) ServeFastHTTP(c *fasthttp.RequestCtx) {
 }
 
 // fastExchange is the fasthttp front door's scratch for one request,
-// pooled: the bytes the view's strings are cut from, the body reader and
-// the hang-up watch.
+// pooled: the bytes the view's strings are cut from, the view's header
+// pairs and map (the steps only read them, and keep neither past the
+// delivery: what they keep are the strings, which are never reused), the
+// body reader, the hang-up watch, and the delivery itself (nothing keeps
+// it past its end: what outlives it are its strings and the upstream's
+// answer, allocations of their own).
 type fastExchange struct {
 	c      *fasthttp.RequestCtx
+	d      delivery
 	buf    []byte
 	offs   []int
+	pairs  []string
+	header http.Header
+	vals   []string
 	body   bytes.Reader
 	hangUp hangUpWatch
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(fastExchange) }}
 
+// maxPooledHeaders bounds the header fields whose map and slices a pooled
+// exchange keeps for the next request.
+const maxPooledHeaders = 64
+
 func (x *fastExchange) release() {
-	x.c, x.hangUp = nil, hangUpWatch{}
+	x.c, x.hangUp, x.d = nil, hangUpWatch{}, delivery{}
 	x.body.Reset(nil)
+	clear(x.pairs)
+	clear(x.vals)
+	clear(x.header)
+	if len(x.pairs) > 2*maxPooledHeaders {
+		x.pairs, x.vals, x.header = nil, nil, nil
+	}
 	if cap(x.buf) <= 64<<10 {
 		exchangePool.Put(x)
 	}
@@ -89,8 +108,9 @@ func (x *fastExchange) release() {
 func (x *fastExchange) watch() context.Context { return x.hangUp.start(x.c) }
 
 // read fills in from the request: every string of the view (header names
-// and values, path, query, host, peer address) is cut from one string, so
-// the view costs three allocations beyond the header map.
+// and values, path, query, host, peer address) is cut from one string,
+// the one allocation of the view; its header pairs and map are the
+// exchange's, reused.
 func (x *fastExchange) read(in *inbound) {
 	c := x.c
 	req := &c.Request
@@ -131,11 +151,16 @@ func (x *fastExchange) read(in *inbound) {
 		}
 		return all[start:x.offs[i]]
 	}
-	pairs := make([]string, nh)
+	pairs := slices.Grow(x.pairs[:0], nh)[:nh]
 	for i := range pairs {
 		pairs[i] = cut(i)
 	}
-	in.header, in.pairs = headerMap(pairs), pairs
+	x.pairs = pairs
+	if x.header == nil {
+		x.header = make(http.Header, nh/2)
+	}
+	x.vals = fillHeader(x.header, x.vals, pairs)
+	in.header, in.pairs = x.header, pairs
 	in.path, in.rawPath, in.refused = splitPath(cut(nh))
 	if err := fastFraming(&req.Header, pairs); err != nil {
 		in.refused = err
@@ -167,11 +192,11 @@ func (x *fastExchange) read(in *inbound) {
 	}
 }
 
-// headerMap indexes name, value pairs by name; its values alias pairs.
-func headerMap(pairs []string) http.Header {
+// fillHeader indexes name, value pairs by name into the empty map h, its
+// values cut from vals (grown to one per pair), which it returns.
+func fillHeader(h http.Header, vals []string, pairs []string) []string {
 	n := len(pairs) / 2
-	h := make(http.Header, n)
-	vals := make([]string, n)
+	vals = slices.Grow(vals[:0], n)[:n]
 	for i := 0; i < n; i++ {
 		name, v := pairs[2*i], pairs[2*i+1]
 		if prev, ok := h[name]; ok {
@@ -181,7 +206,7 @@ func headerMap(pairs []string) http.Header {
 		vals[i] = v
 		h[name] = vals[i : i+1 : i+1]
 	}
-	return h
+	return vals
 }
 
 // methodString returns the common methods without an allocation.

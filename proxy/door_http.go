@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -11,7 +13,10 @@ import (
 
 // ServeHTTP serves one delivery from net/http's server.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	d := &delivery{in: httpInbound(r)}
+	d := deliveryPool.Get().(*delivery)
+	d.in = httpInbound(r)
+	defer deliveryPool.Put(d)
+	defer func() { *d = delivery{} }()
 	g.serve(d)
 	defer g.end(d)
 	if d.out.status == StatusClientClosed {
@@ -32,9 +37,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it honours "Connection: keep-alive, close" as keep-alive.
 		h["Connection"] = closeValue
 	}
-	// One values slice for the whole answer; a name given twice appends.
+	// One values slice for the whole answer, the delivery's array when it
+	// is large enough (net/http copies the header when the handler calls
+	// WriteHeader, before the delivery is reused); a name given twice
+	// appends.
 	pairs := d.out.header
-	vals := make([]string, len(pairs)/2)
+	vals := d.outVals[:0]
+	vals = slices.Grow(vals, len(pairs)/2)[:len(pairs)/2]
 	for i := 0; i+1 < len(pairs); i += 2 {
 		name, v := pairs[i], pairs[i+1]
 		if prev, ok := h[name]; ok {
@@ -64,6 +73,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, _ := w.Write(d.out.body)
 	d.bytesOut = int64(n)
 }
+
+// deliveryPool holds the net/http front door's deliveries between
+// requests: nothing keeps one past its end (what outlives it are its
+// strings and the upstream's answer, allocations of their own).
+var deliveryPool = sync.Pool{New: func() any { return new(delivery) }}
 
 // httpInbound is the steps' view of r.
 func httpInbound(r *http.Request) inbound {

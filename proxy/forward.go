@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -26,14 +25,15 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	if fsp != nil {
 		tp = formatTraceparent(fsp.SpanContext())
 	}
-	req := newRequest(&d.in, rt.upstreamURI(&d.in, d.path), d.body, d.key, d.reqID, tp, d.t.trusted(d.in.remoteAddr))
+	req := &d.req
+	fillRequest(req, d.reqHdr[:0], &d.in, rt.upstreamURI(&d.in, d.path), d.body, d.key, d.reqID, tp, d.t.trusted(d.in.remoteAddr))
 	t0 := time.Now()
 	rctx := d.in.context()
 	ans, err := rt.upstream.Forward(rctx, req, d.attempt, rt.Timeout)
 	d.forwarded, d.upstreamTime = true, time.Since(t0)
 	rt.m.Upstream(d.upstreamTime.Seconds())
 	// Settling the key must survive the caller hanging up.
-	ctx := context.WithoutCancel(rctx)
+	ctx := d.in.detached()
 	if err != nil {
 		g.reportTry(d, 0)
 		endForward(fsp, d, req, 0, err)

@@ -73,6 +73,17 @@ func (in *inbound) context() context.Context {
 	return in.ctx
 }
 
+// detached is the request's context without its cancellation, for the
+// work that must end even when the caller hung up (settling the key).
+// The fasthttp front door's context, built on context.Background, carries
+// no values: that is context.Background itself, which costs nothing.
+func (in *inbound) detached() context.Context {
+	if in.watch != nil || in.ctx == nil {
+		return context.Background()
+	}
+	return context.WithoutCancel(in.ctx)
+}
+
 // escapedPath is the path as it is forwarded when unchanged: as sent when
 // that is a valid escaping of path, else path escaped.
 func (in *inbound) escapedPath() string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -63,10 +64,18 @@ func (r *Request) Each(attempt int64, f func(name, value string)) {
 // The caller's headers keep the order they came in when the front door
 // kept it (in.pairs), else the header map's order.
 func newRequest(in *inbound, uri string, body []byte, key, reqID, trace string, trusted bool) *Request {
-	r := &Request{Method: in.method, URI: uri, Body: body, Key: key, RequestID: reqID, Traceparent: trace}
+	r := &Request{}
+	fillRequest(r, nil, in, uri, body, key, reqID, trace, trusted)
+	return r
+}
+
+// fillRequest is newRequest into r, its header appended to hdr (which it
+// grows when it is too small).
+func fillRequest(r *Request, hdr []string, in *inbound, uri string, body []byte, key, reqID, trace string, trusted bool) {
+	*r = Request{Method: in.method, URI: uri, Body: body, Key: key, RequestID: reqID, Traceparent: trace}
 	conn := connectionTokens(in.header["Connection"])
 	if in.pairs != nil {
-		r.Header = make([]string, 0, len(in.pairs)+10)
+		r.Header = slices.Grow(hdr[:0], len(in.pairs)+10)
 		for i := 0; i+1 < len(in.pairs); i += 2 {
 			if forwardable(in.pairs[i], conn, trusted) {
 				r.Header = append(r.Header, in.pairs[i], in.pairs[i+1])
@@ -77,7 +86,7 @@ func newRequest(in *inbound, uri string, body []byte, key, reqID, trace string, 
 		for _, vals := range in.header {
 			n += 2 * len(vals)
 		}
-		r.Header = make([]string, 0, n)
+		r.Header = slices.Grow(hdr[:0], n)
 		for name, vals := range in.header {
 			if !forwardable(name, conn, trusted) {
 				continue
@@ -111,7 +120,6 @@ func newRequest(in *inbound, uri string, body []byte, key, reqID, trace string, 
 	}
 	r.Header = append(r.Header, "X-Forwarded-Proto", proto, "X-Forwarded-Host", host,
 		"X-Request-Id", reqID, "traceparent", trace)
-	return r
 }
 
 // forwardable reports whether a caller's header named name is sent
@@ -124,14 +132,14 @@ func forwardable(name string, conn []string, trusted bool) bool {
 // isHop reports a hop-by-hop header (RFC 9110 7.6.1), or one the message's
 // Connection header names. Names are canonical: net/http and fasthttp both
 // canonicalise them.
-func isHop(name string, conn []string) bool {
-	switch name {
+func isHop[S string | []byte](name S, conn []string) bool {
+	switch string(name) {
 	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
 	for _, c := range conn {
-		if c == name {
+		if c == string(name) {
 			return true
 		}
 	}

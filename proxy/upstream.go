@@ -17,7 +17,8 @@ type Upstream interface {
 	// Forward sends req as try number attempt, waiting at most timeout,
 	// and returns the service's answer, or an error wrapping
 	// ErrUpstreamTimeout or ErrUpstreamUnreachable. It never resends. The
-	// caller releases the answer.
+	// caller releases the answer. It keeps nothing of req past its
+	// return: the caller reuses it.
 	Forward(ctx context.Context, req *Request, attempt int64, timeout time.Duration) (Answer, error)
 }
 
@@ -82,23 +83,89 @@ const maxUpstreamAnswer = 64 << 20
 type fastAnswer struct{ resp *fasthttp.Response }
 
 func (a fastAnswer) StatusCode() int     { return a.resp.StatusCode() }
-func (a fastAnswer) ContentType() string { return string(a.resp.Header.ContentType()) }
+func (a fastAnswer) ContentType() string { return contentType(a.resp.Header.ContentType()) }
 func (a fastAnswer) Body() []byte        { return a.resp.Body() }
 func (a fastAnswer) Release()            { fasthttp.ReleaseResponse(a.resp) }
 
+// contentType is ct as a string, without an allocation for the usual
+// webhook acknowledgements'.
+func contentType(ct []byte) string {
+	switch string(ct) {
+	case "":
+		return ""
+	case "application/json":
+		return "application/json"
+	case "application/json; charset=utf-8":
+		return "application/json; charset=utf-8"
+	case "text/plain; charset=utf-8":
+		return "text/plain; charset=utf-8"
+	case "text/plain":
+		return "text/plain"
+	}
+	return string(ct)
+}
+
+// AppendHeader appends the answer's headers: the names of common headers
+// are constants, the other names and all the values are cut from one
+// string, so an answer's headers cost one allocation.
 func (a fastAnswer) AppendHeader(dst []string) []string {
 	var connTok []string
 	if c := a.resp.Header.Peek("Connection"); len(c) > 0 {
 		connTok = connectionTokens([]string{string(c)})
 	}
+	var stack [512]byte
+	var ends [32]int
+	b, e := stack[:0], ends[:0] // per pair: the name's end (-1: a constant), the value's
+	first := len(dst)
 	for k, v := range a.resp.Header.All() {
-		name := string(k)
-		if isHop(name, connTok) || name == "Content-Length" || name == "X-Request-Id" {
+		if isHop(k, connTok) || string(k) == "Content-Length" || string(k) == "X-Request-Id" {
 			continue
 		}
-		dst = append(dst, name, string(v))
+		name := commonHeader(k)
+		if name == "" {
+			b = append(b, k...)
+			e = append(e, len(b))
+		} else {
+			e = append(e, -1)
+		}
+		b = append(b, v...)
+		e = append(e, len(b))
+		dst = append(dst, name, "")
+	}
+	all, at := string(b), 0
+	for i := 0; i+1 < len(e); i += 2 {
+		if e[i] >= 0 {
+			dst[first+i], at = all[at:e[i]], e[i]
+		}
+		dst[first+i+1], at = all[at:e[i+1]], e[i+1]
 	}
 	return dst
+}
+
+// commonHeader returns name as a constant when it is a header upstreams
+// often answer with, else "".
+func commonHeader(name []byte) string {
+	switch string(name) {
+	case "Content-Type":
+		return "Content-Type"
+	case "Date":
+		return "Date"
+	case "Server":
+		return "Server"
+	case "Cache-Control":
+		return "Cache-Control"
+	case "Vary":
+		return "Vary"
+	case "Etag":
+		return "Etag"
+	case "Set-Cookie":
+		return "Set-Cookie"
+	case "Location":
+		return "Location"
+	case "X-Content-Type-Options":
+		return "X-Content-Type-Options"
+	}
+	return ""
 }
 
 func (f *fastUpstream) Forward(ctx context.Context, r *Request, attempt int64, timeout time.Duration) (Answer, error) {
