@@ -34,7 +34,25 @@ type double struct {
 	// that forwarded Prev was SIGKILLed after the upstream received Prev and
 	// no later than lock_ttl after the upstream's 200 for it.
 	Kill *killRec
+	// Outage is set when the double is inside a Redis outage window: the
+	// upstream's 200 for Prev came while Redis was down, and Redis was not
+	// reachable again before Prev's lock ran out (see classifyDoubles).
+	Outage *restartRec
 }
+
+// Excused reports whether a fault the gateway does not promise to survive
+// explains the double.
+func (d double) Excused() bool { return d.Kill != nil || d.Outage != nil }
+
+// finishMargin and reconnect: a finished key is recorded in the
+// background until finishMargin before its lock's expiry (dedupe's own
+// margin); the gateway's Redis client, once its dials fail, tries again
+// once a second (go-redis's pool), so it reaches a Redis that came back
+// up to about reconnect later.
+const (
+	finishMargin = time.Second
+	reconnect    = 1500 * time.Millisecond
+)
 
 // classifyDoubles finds every accepted copy beyond an event's first and
 // says whether a kill explains it. Copies of one event are taken in the
@@ -46,8 +64,15 @@ type double struct {
 // copy's arrival because an instance killed between the upstream's receipt
 // and its 200 cannot have recorded that 200 either (the kill time is when the
 // process was seen dead, so a 200 written just after the death has
-// t_accept > t). Nothing else is let off.
-func classifyDoubles(acc []acceptance, kills []killRec, lockTTL time.Duration) []double {
+// t_accept > t).
+//
+// A double is inside a Redis outage window when the upstream's 200 for the
+// earlier copy came while Redis was down (stopped, not yet started again)
+// and the gateway could not reach Redis again (reconnect after its start)
+// before the earlier copy's lock ran out (its arrival + lock_ttl, less
+// finishMargin): "Redis unreachable for the rest of the lock's life", which
+// the guarantees leave out. Nothing else is let off.
+func classifyDoubles(acc []acceptance, kills []killRec, restarts []restartRec, lockTTL time.Duration) []double {
 	byID := map[string][]acceptance{}
 	for _, a := range acc {
 		byID[a.ID] = append(byID[a.ID], a)
@@ -64,6 +89,14 @@ func classifyDoubles(acc []acceptance, kills []killRec, lockTTL time.Duration) [
 				kr := kills[k]
 				if kr.Inst == d.Prev.Inst && !kr.At.Before(d.Prev.Recv) && !kr.At.After(d.Prev.At.Add(lockTTL)) {
 					d.Kill = &kr
+					break
+				}
+			}
+			for k := range restarts {
+				rr := restarts[k]
+				down := !d.Prev.At.Before(rr.Stopped) && (rr.Started.IsZero() || d.Prev.At.Before(rr.Started))
+				if down && (rr.Started.IsZero() || !rr.Started.Add(reconnect).Before(d.Prev.Recv.Add(lockTTL-finishMargin))) {
+					d.Outage = &rr
 					break
 				}
 			}
@@ -171,7 +204,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "undelivered %d\n", r.Undelivered)
 	fmt.Fprintf(w, "wrong answers %d\n", r.Wrong)
 	fmt.Fprintf(w, "refused deliveries %d\n", r.Refused)
-	fmt.Fprintf(w, "doubles inside kill windows %d\n", len(r.Inside))
+	fmt.Fprintf(w, "doubles inside kill windows %d\n", len(r.Inside)) // a gateway killed, or Redis down, before the 200 was recorded
 	fmt.Fprintf(w, "doubles outside kill windows %d\n", len(r.Outside))
 	fmt.Fprintf(w, "gateway log: %d errors, %d warnings\n", r.GatewayErrors, r.GatewayWarns)
 	fmt.Fprintf(w, "runtime %.1fs\n", r.Runtime.Seconds())
@@ -240,6 +273,9 @@ func (r *Report) writeDetails(w io.Writer) {
 			fmt.Fprintf(w, "  %s: instance %d accepted at %s (received %s, request %s, attempt %s); again via instance %d at %s (request %s, attempt %s)",
 				d.ID, d.Prev.Inst, r.rel(d.Prev.At), r.rel(d.Prev.Recv), d.Prev.ReqID, d.Prev.Attempt,
 				d.Next.Inst, r.rel(d.Next.At), d.Next.ReqID, d.Next.Attempt)
+			if d.Outage != nil {
+				fmt.Fprintf(w, "; Redis down from %.3fs before that 200 until %.3fs after it (%s)", d.Prev.At.Sub(d.Outage.Stopped).Seconds(), d.Outage.Started.Sub(d.Prev.At).Seconds(), d.Outage.Signal)
+			}
 			if d.Kill != nil {
 				fmt.Fprintf(w, "; instance %d killed %.3fs after that 200", d.Kill.Inst, d.Kill.At.Sub(d.Prev.At).Seconds())
 			} else {

@@ -533,8 +533,8 @@ func fill(rep *Report, p *provider, u *upstream, acc []acceptance) {
 			}
 		}
 	}
-	for _, d := range classifyDoubles(acc, rep.Kills, lockTTL) {
-		if d.Kill != nil {
+	for _, d := range classifyDoubles(acc, rep.Kills, rep.RedisRestarts, lockTTL) {
+		if d.Excused() {
 			rep.Inside = append(rep.Inside, d)
 		} else {
 			rep.Outside = append(rep.Outside, d)
