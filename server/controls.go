@@ -45,13 +45,12 @@ func watchControls(ctx context.Context, g *control.Gate, m *metrics.Metrics, rou
 	for {
 		seen := map[string]bool{}
 		for _, r := range routes() {
-			if !r.Queued() && !r.Breaker.Enabled() {
-				_ = g.Seen(ctx, r.Name, false)
-				continue
-			}
 			// Every route's mode is recorded again about once a minute,
 			// for the instances that switch it (proxy's Announce).
 			_ = g.Seen(ctx, r.Name, r.Queued())
+			if !r.Queued() && !r.Breaker.Enabled() {
+				continue // no gauge to show
+			}
 			st, err := g.State(ctx, r.Name)
 			if err != nil {
 				continue // the store's own errors are counted and logged elsewhere
