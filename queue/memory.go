@@ -148,7 +148,17 @@ func (m *Memory) Read(ctx context.Context, route string, _ int, consumer string,
 				r.pending[e.id] = p
 				out = append(out, p.lease(route))
 			}
-			r.ready = append(r.ready[:0:0], r.ready[take:]...)
+			// Drop the taken entries from the front without copying the
+			// rest: a copy made every read cost time and garbage in
+			// proportion to the events waiting. The array is let go when
+			// append outgrows it (it copies only the live entries) or the
+			// list empties; the taken slots are cleared meanwhile so that
+			// they hold nothing.
+			clear(r.ready[:take])
+			r.ready = r.ready[take:]
+			if len(r.ready) == 0 {
+				r.ready = nil
+			}
 			m.mu.Unlock()
 			return out, nil
 		}
