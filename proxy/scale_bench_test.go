@@ -415,4 +415,3 @@ func countName(n int) string {
 	}
 	return strconv.Itoa(n)
 }
-
