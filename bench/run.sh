@@ -52,6 +52,11 @@
 #   RATE=2000         fixed-rate requests/s; RATE_DURATION=6 s per target
 #   RATE_ROUNDS=$ROUNDS   (0: skip the fixed-rate case)
 #   MEMKEY_KEYS=1000000   finished keys for the memory measurement (0: skip)
+#   SCALE=1           run the scaling benchmarks (BenchmarkScale*) for the
+#                     "How the cost grows" table (0: skip); SCALE_TIME=2s
+#                     per case (go test -benchtime); SCALE_KEYS=1000000,10000000
+#                     finished keys held on memory, SCALE_REDIS_KEYS=1000000
+#                     on Redis, SCALE_DEPTHS=0,100000,1000000 events waiting
 #   BENCH_KEYS        pre-signed deliveries (default 100,000 x DURATION, at
 #                     least 200,000): more than any target sends in one run
 #   BENCH_LOGS=file   access logs to files in the temp dir (as run in
@@ -89,6 +94,7 @@ START_TIME=$EPOCHREALTIME
 
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
 	: "${ROUNDS:=1}" "${DURATION:=2}" "${RATE_DURATION:=3}" "${RATE_ROUNDS:=1}" "${MEMKEY_KEYS:=100000}"
+	: "${SCALE_TIME:=200x}" "${SCALE_KEYS:=100000}" "${SCALE_REDIS_KEYS:=50000}" "${SCALE_DEPTHS:=0,50000}"
 	: "${BENCH_DOC=}"
 fi
 ROUNDS=${ROUNDS:-3}
@@ -99,6 +105,11 @@ RATE=${RATE:-2000}
 RATE_DURATION=${RATE_DURATION:-6}
 RATE_ROUNDS=${RATE_ROUNDS:-$ROUNDS}
 MEMKEY_KEYS=${MEMKEY_KEYS:-1000000}
+SCALE=${SCALE:-1}
+SCALE_TIME=${SCALE_TIME:-2s}
+SCALE_KEYS=${SCALE_KEYS:-1000000,10000000}
+SCALE_REDIS_KEYS=${SCALE_REDIS_KEYS:-1000000}
+SCALE_DEPTHS=${SCALE_DEPTHS:-0,100000,1000000}
 BENCH_LOGS=${BENCH_LOGS:-file}
 BENCH_CASES=${BENCH_CASES:-unique dup mix}
 ALL_TARGETS="direct nginx haproxy caddy floor-forward floor-answer clawgate-memory clawgate-redis clawgate-fasthttp-memory clawgate-fasthttp-redis clawgate-redis-queue clawgate-kafka-queue"
@@ -119,6 +130,7 @@ for v in ROUNDS DURATION CONNECTIONS THREADS RATE RATE_DURATION QUEUE_DRAIN; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v=${!v} must be a positive integer"
 done
 [[ $RATE_ROUNDS =~ ^[0-9]+$ ]] || die "RATE_ROUNDS=$RATE_ROUNDS must be an integer (0: no fixed-rate case)"
+[[ $SCALE =~ ^[01]$ ]] || die "SCALE=$SCALE must be 0 or 1"
 [[ $MEMKEY_KEYS =~ ^[0-9]+$ ]] || die "MEMKEY_KEYS=$MEMKEY_KEYS must be an integer (0: no memory measurement)"
 ((CONNECTIONS >= THREADS)) || die "CONNECTIONS ($CONNECTIONS) must be at least THREADS ($THREADS)"
 ((RATE_DURATION >= 2)) || die "RATE_DURATION must be at least 2 (the first second is warm-up)"
@@ -768,6 +780,18 @@ if ((MEMKEY_KEYS > 0)); then
 	echo "kind=memkey ${line#MEMKEY }" >>"$RESULTS"
 fi
 
+# --- how the cost grows --------------------------------------------------------
+
+SCALE_OUT=$TMP/scale.txt
+SCALE_ARG=()
+if ((SCALE)); then
+	SCALE_ARG=(-scale "$SCALE_OUT")
+	log "scaling benchmarks (BenchmarkScale*: body, routes, scheme, keys held, queue depth)"
+	(cd "$ROOT" && CLAWGATE_SCALE_KEYS=$SCALE_KEYS CLAWGATE_SCALE_REDIS_KEYS=$SCALE_REDIS_KEYS CLAWGATE_SCALE_DEPTHS=$SCALE_DEPTHS \
+		go test -run '^$' -bench '^BenchmarkScale' -benchtime "$SCALE_TIME" -timeout 60m ./proxy/ ./queue/) >"$SCALE_OUT" ||
+		die "scaling benchmarks failed: $(tail -n 20 "$SCALE_OUT")"
+fi
+
 # --- report ------------------------------------------------------------------
 
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -808,6 +832,6 @@ cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 
 [[ -n ${BENCH_RESULTS:-} ]] && cp "$RESULTS" "$BENCH_RESULTS"
 rc=0
-"$BIN/report" -results "$RESULTS" -meta "$META" ${BENCH_DOC:+-doc "$BENCH_DOC" -analysis "$ROOT/bench/analysis.md"} || rc=$?
+"$BIN/report" -results "$RESULTS" -meta "$META" "${SCALE_ARG[@]}" ${BENCH_DOC:+-doc "$BENCH_DOC" -analysis "$ROOT/bench/analysis.md"} || rc=$?
 log "done in $((wall / 60))m$((wall % 60))s"
 exit $rc

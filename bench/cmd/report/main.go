@@ -157,6 +157,7 @@ func main() {
 	meta := flag.String("meta", "", "machine and settings `file` (Name: value lines)")
 	doc := flag.String("doc", "", "markdown `file` to write (empty: none)")
 	analysis := flag.String("analysis", "", "markdown `file` of hand-written analysis (profiles, what bounds each target) to include in -doc")
+	scale := flag.String("scale", "", "Go benchmark output `file` of the BenchmarkScale* benchmarks (empty: no scaling table)")
 	flag.Parse()
 	recs, err := readRecords(*results)
 	if err != nil {
@@ -176,12 +177,25 @@ func main() {
 	}
 	r := analyse(recs)
 	r.meta = metaLines
+	var scaleRows []scaleRow
+	if *scale != "" {
+		if scaleRows, err = readScale(*scale); err != nil {
+			fatalf("report: %v", err)
+		}
+	}
 	var text strings.Builder
 	r.text(&text)
+	if len(scaleRows) > 0 {
+		text.WriteString("\nHow the cost grows (BenchmarkScale*, one at a time):\n")
+		scaleTable(&text, false, scaleRows)
+	}
 	fmt.Print(text.String())
 	if *doc != "" {
 		var md strings.Builder
 		r.markdown(&md, metaLines)
+		if len(scaleRows) > 0 {
+			scaleMarkdown(&md, scaleRows)
+		}
 		if *analysis != "" {
 			a, err := os.ReadFile(*analysis)
 			if err != nil {

@@ -412,3 +412,35 @@ kind=wrk round=2 case=mix target=clawgate-memory rps=50 requests=500 proxy_cpu_u
 	r.markdown(&md, nil)
 	mustContain(t, "markdown", md.String(), []string{"## Against the floors", "Not measured (needs floor-forward and floor-answer in BENCH_TARGETS)."})
 }
+
+func TestScaleTable(t *testing.T) {
+	out := `goos: linux
+BenchmarkScaleBody/body=1KiB-2  	    2000	     40295 ns/op	  25.41 MB/s	        41.64 cpu-us/op	    1599 B/op	      16 allocs/op
+BenchmarkScaleBody/body=1MiB-2  	    2000	   3851480 ns/op	 272.25 MB/s	      5291 cpu-us/op	 4201270 B/op	      50 allocs/op
+BenchmarkScaleKeysHeld/held=1M/copy-2   	    2000	      9504 ns/op	 107.74 MB/s	         9.604 cpu-us/op	       334.9 held-bytes/key	    1026 B/op	      11 allocs/op
+BenchmarkScaleQueueDepth/redis/depth=0/ack-2          	    2000	    160233 ns/op	        80.79 cpu-us/op	    1447 B/op	      35 allocs/op
+BenchmarkScaleQueueDepth/redis/depth=1M/ack-2          	    2000	    160233 ns/op	        161.58 cpu-us/op	    1447 B/op	      35 allocs/op
+PASS
+`
+	rows, err := parseScale(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want 5: %+v", len(rows), rows)
+	}
+	var b strings.Builder
+	scaleTable(&b, true, rows)
+	for _, want := range []string{
+		"| body size | 1MiB | 3851.5 | 5291.0 | 127.07 | 4201270 | 50 |  |",
+		"| finished keys held (memory) | 1M, copy | 9.5 | 9.6 | 1.00 | 1026 | 11 | 335 B heap |",
+		"| queue depth | redis, 1M, ack | 160.2 | 161.6 | 2.00 | 1447 | 35 |  |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if _, err := parseScale(strings.NewReader("BenchmarkScaleBody/body=1KiB-2 10 x ns/op\n")); err == nil {
+		t.Error("a value that is not a number was accepted")
+	}
+}
