@@ -127,6 +127,15 @@ func (d *delivery) scopedKey(route, key string) string {
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// maxPooledBody bounds the body buffers kept for reuse. A body of 1 MiB
+// (the default max_body) ends in a buffer of 2 MiB (it grows by doubling
+// as bytes arrive, and the read of the end needs room past them), so the
+// bound is above that: with 1 MiB as the bound, every 1 MiB delivery
+// allocated its buffer anew, about 4 MB of garbage each
+// (BenchmarkScaleBody). The pool is emptied by the collector, so an idle
+// gateway keeps none of them.
+const maxPooledBody = 4 << 20
+
 // serve runs a delivery's steps in order (route, body, signature, key,
 // local window, store claim, then forward or answer the duplicate) on the
 // request view a front door filled in d.in, and leaves the answer in
@@ -172,7 +181,7 @@ func (g *Gateway) end(d *delivery) {
 	if d.out.up != nil {
 		d.out.up.Release()
 	}
-	if d.buf.Cap() <= 1<<20 {
+	if d.buf.Cap() <= maxPooledBody {
 		bufPool.Put(d.buf)
 	}
 	d.buf, d.body = nil, nil
