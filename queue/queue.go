@@ -184,8 +184,12 @@ type Backend interface {
 	HandBack(ctx context.Context, consumer string, leases []Lease, idle time.Duration) error
 	// Stats measures the route over its shards.
 	Stats(ctx context.Context, route string) (Stats, error)
-	// ListDLQ lists up to limit dead-lettered events after cursor ("" for
-	// the first page); next is "" on the last page.
+	// ListDLQ lists up to limit (below one: one) dead-lettered events
+	// after cursor ("" for the first page); next is "" on the last page.
+	// Paging from "" to the end lists every event dead-lettered for the
+	// whole listing exactly once. The memory and Redis backends list in
+	// the order the events died, oldest first; the Kafka backend in no
+	// set order (its ledger's).
 	ListDLQ(ctx context.Context, route, cursor string, limit int) (entries []DeadEntry, next string, err error)
 	// Dead reports one dead-lettered event as ListDLQ lists it, with its
 	// payload (a copy the caller may keep); ErrNotFound when it is not in

@@ -611,7 +611,9 @@ func (b *Backend) Stats(ctx context.Context, route string) (queue.Stats, error) 
 	return b.o.Ledger.Stats(ctx, route)
 }
 
-// ListDLQ lists the route's dead-lettered events from the ledger.
+// ListDLQ lists the route's dead-lettered events from the ledger, in
+// its order: each once across the pages, in no set order (not the order
+// they died; the DLQ topic's partitions have none across them).
 func (b *Backend) ListDLQ(ctx context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
 	return b.o.Ledger.ListDead(ctx, route, cursor, limit)
 }

@@ -1,0 +1,84 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/clawgate/clawgate/store/redistest"
+)
+
+// The memory and Redis backends list a DLQ in the order its events died,
+// oldest first, whatever the page size (Backend.ListDLQ); the shared
+// conformance suite checks only that a listing pages through every dead
+// event once, which is all the Kafka backend promises.
+func TestListDLQDiedOrder(t *testing.T) {
+	run := func(t *testing.T, b Backend) {
+		ctx := context.Background()
+		var want []string
+		base := msNow()
+		for i := range 5 {
+			want = append(want, deadLetter(t, b, fmt.Sprintf("k%d", i), base.Add(time.Duration(i)*time.Millisecond)))
+		}
+		var got []string
+		var sizes []int
+		cursor := ""
+		for page := 0; ; page++ {
+			if page > 5 {
+				t.Fatalf("ListDLQ did not end after %d pages", page)
+			}
+			list, next, err := b.ListDLQ(ctx, testRoute, cursor, 2)
+			if err != nil {
+				t.Fatalf("ListDLQ page %d: %v", page, err)
+			}
+			sizes = append(sizes, len(list))
+			for _, d := range list {
+				got = append(got, d.ID)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if fmt.Sprint(sizes) != "[2 2 1]" {
+			t.Fatalf("page sizes %v, want [2 2 1]", sizes)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("listed %v, want %v (died order)", got, want)
+		}
+		for _, limit := range []int{0, -1} {
+			list, next, err := b.ListDLQ(ctx, testRoute, "", limit)
+			if err != nil || len(list) != 1 || list[0].ID != want[0] || next == "" {
+				t.Fatalf("ListDLQ(limit %d) = %d entries, next %q, %v; want the first to die, and a cursor", limit, len(list), next, err)
+			}
+		}
+		for _, limit := range []int{1, 3, 100} {
+			if got := listAllDLQ(t, b, testRoute, limit); !slices.Equal(got, want) {
+				t.Fatalf("ListDLQ by %d: %v, want %v (died order)", limit, got, want)
+			}
+		}
+		all, _, err := b.ListDLQ(ctx, testRoute, "", 100)
+		if err != nil || len(all) != len(want) {
+			t.Fatalf("ListDLQ(limit 100) = %d entries, %v", len(all), err)
+		}
+		for i := 1; i < len(all); i++ {
+			if all[i].DiedAt.Before(all[i-1].DiedAt) {
+				t.Fatalf("entries out of died order: %+v", all)
+			}
+		}
+	}
+	forEachBackend(t, run)
+	t.Run("cluster", func(t *testing.T) {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t), Protocol: 2})
+		t.Cleanup(func() { _ = cc.Close() })
+		b := NewRedis(cc, "test:", 0)
+		if err := b.Prepare(context.Background(), testRoute, 1); err != nil {
+			t.Fatalf("Prepare: %v", err)
+		}
+		run(t, b)
+	})
+}
