@@ -174,7 +174,14 @@ type Backend interface {
 	Begin(ctx context.Context, l Lease) (j Job, ok bool, err error)
 	// Settle records how the try of j by consumer ended.
 	Settle(ctx context.Context, consumer string, j Job, s Settlement) (Settled, error)
-	// Promote makes the route's retries due at now ready.
+	// Promote makes the route's retries due at now ready and counts
+	// them: never a retry before its due time, each retry once (the
+	// counts of every call add up to the retries made ready). The memory
+	// and Redis backends make every retry due at now ready in the call;
+	// the Kafka backend learns of retries by reading its retry topics in
+	// the background, so a retry becomes ready at one of the Promotes at
+	// or after its due time, usually the first, and readable once the
+	// main topic's consumer fetched it.
 	Promote(ctx context.Context, route string, shard int, now time.Time) (int, error)
 	// Reclaim hands consumer the entries of shard that another consumer
 	// has held for at least idle.

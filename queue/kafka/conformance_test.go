@@ -12,7 +12,6 @@ import (
 // kafkaSkips are the conformance cases that test what Kafka does another
 // way by design.
 var kafkaSkips = map[string]string{
-	"RetryAndPromote":      "a retry waits in a retry topic that a consumer reads in the background; Promote sends on only the records that consumer already holds, so a Promote at the due time may find none yet (promote.go)",
 	"StaleOwnerSettle":     "Reclaim hands back only this instance's own records; another consumer's records move with their partitions at a group rebalance (TestKafkaTwoInstancesRebalance)",
 	"HandBack":             "as StaleOwnerSettle: a handed-back record is taken again by the consumer that owns its partition, not by another consumer's Reclaim",
 	"HandBackByStaleOwner": "as StaleOwnerSettle: entries move between consumers by rebalance, not by Reclaim",

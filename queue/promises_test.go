@@ -12,6 +12,10 @@ import (
 	"github.com/clawgate/clawgate/store/redistest"
 )
 
+// What the memory and Redis backends promise beyond the shared
+// conformance suite (queue/queuetest), which checks only what every
+// backend, Kafka's included, keeps.
+
 // The memory and Redis backends list a DLQ in the order its events died,
 // oldest first, whatever the page size (Backend.ListDLQ); the shared
 // conformance suite checks only that a listing pages through every dead
@@ -80,5 +84,35 @@ func TestListDLQDiedOrder(t *testing.T) {
 			t.Fatalf("Prepare: %v", err)
 		}
 		run(t, b)
+	})
+}
+
+// The memory and Redis backends make a retry ready at the first Promote
+// at its due time, readable at once, and count it there (Backend.Promote);
+// the shared suite polls, since Kafka learns of retries in the
+// background.
+func TestPromoteAtDueReadyAtOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		ctx := context.Background()
+		mustEnqueue(t, b, testEntry("k", "fp"), 10)
+		j := mustBegin(t, b, readOne(t, b, "c"))
+		due := msNow().Add(time.Hour)
+		mustSettle(t, b, "c", j, Settlement{Kind: SettleRetry, Due: due}, Recorded)
+		if n, err := b.Promote(ctx, testRoute, 0, due.Add(-time.Millisecond)); err != nil || n != 0 {
+			t.Fatalf("Promote before due = %d, %v; want 0", n, err)
+		}
+		if n, err := b.Promote(ctx, testRoute, 0, due); err != nil || n != 1 {
+			t.Fatalf("first Promote at due = %d, %v; want 1", n, err)
+		}
+		if n, err := b.Promote(ctx, testRoute, 0, due); err != nil || n != 0 {
+			t.Fatalf("second Promote at due = %d, %v; want 0", n, err)
+		}
+		ls := tryRead(t, b, "c", 10)
+		if len(ls) != 1 || ls[0].EventID != j.EventID {
+			t.Fatalf("read after the Promote = %+v, want the retry at once", ls)
+		}
+		j2 := mustBegin(t, b, ls[0])
+		mustSettle(t, b, "c", j2, delivered(200, "", "fp"), Recorded)
+		assertNoEntries(t, b)
 	})
 }
