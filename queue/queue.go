@@ -73,7 +73,9 @@ type Ack struct {
 type Lease struct {
 	Route string
 	Shard int
-	// Entry is the backend's id of this entry (a stream id on Redis).
+	// Entry is the backend's id of this entry: a stream id on Redis, kept
+	// through takeovers on memory and Redis; on Kafka it names one
+	// hand-out of a record, and a takeover hands out a new one.
 	Entry   string
 	EventID string
 	Token   string
@@ -187,7 +189,12 @@ type Backend interface {
 	// has held for at least idle.
 	Reclaim(ctx context.Context, route string, shard int, consumer string, idle time.Duration) ([]Lease, error)
 	// HandBack gives up leases consumer will not settle, so that another
-	// consumer takes them at once.
+	// consumer's Reclaim with idle takes them at once (the same event of
+	// the same round), without waiting for them to idle that long. On
+	// Kafka the other consumer is one of the same instance: records move
+	// to other instances with their partitions (at Close, or when the
+	// group drops an instance). A hand-back of a lease consumer no longer
+	// holds (another took it over) changes nothing.
 	HandBack(ctx context.Context, consumer string, leases []Lease, idle time.Duration) error
 	// Stats measures the route over its shards.
 	Stats(ctx context.Context, route string) (Stats, error)

@@ -13,7 +13,6 @@ import (
 // way by design.
 var kafkaSkips = map[string]string{
 	"StaleOwnerSettle":     "Reclaim hands back only this instance's own records; another consumer's records move with their partitions at a group rebalance (TestKafkaTwoInstancesRebalance)",
-	"HandBack":             "as StaleOwnerSettle: a handed-back record is taken again by the consumer that owns its partition, not by another consumer's Reclaim",
 	"HandBackByStaleOwner": "as StaleOwnerSettle: entries move between consumers by rebalance, not by Reclaim",
 }
 
