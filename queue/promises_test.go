@@ -147,3 +147,46 @@ func TestReclaimKeepsTheEntry(t *testing.T) {
 		})
 	}
 }
+
+// On the memory and Redis backends a takeover moves the entry at once:
+// the stale owner's settle is refused (NotOwner) from the Reclaim on,
+// before the new owner begins its try, and changes nothing. (The shared
+// suite checks the refusal once the new owner has begun, which is when
+// the Kafka backend's takeover completes.)
+func TestStaleSettleRefusedFromTheTakeover(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b Backend) {
+		ctx := context.Background()
+		mustEnqueue(t, b, testEntry("k", "fp"), 10)
+		ja := mustBegin(t, b, readOne(t, b, "A"))
+		var taken []Lease
+		waitFor(t, "B to reclaim A's idle entry", func() bool {
+			ls, err := b.Reclaim(ctx, testRoute, 0, "B", 20*time.Millisecond)
+			if err != nil {
+				t.Fatalf("Reclaim: %v", err)
+			}
+			taken = append(taken, ls...)
+			return len(taken) > 0
+		})
+		if len(taken) != 1 || taken[0].Entry != ja.Entry {
+			t.Fatalf("B reclaimed %+v, want A's entry %s", taken, ja.Entry)
+		}
+		for _, s := range []Settlement{delivered(200, "", "fp"), {Kind: SettleRetry, Due: msNow()}, dead("exhausted", 500, msNow())} {
+			mustSettle(t, b, "A", ja, s, NotOwner)
+		}
+		if ks := mustGet(t, b, "k"); ks.State != StateQueued || ks.Attempts != 1 {
+			t.Fatalf("Get after stale settles = %+v, want queued, 1 try", ks)
+		}
+		if st := mustStats(t, b); st.Depth != 1 || st.DLQ != 0 {
+			t.Fatalf("Stats after stale settles = %+v", st)
+		}
+		jb := mustBegin(t, b, taken[0])
+		if jb.Try != 2 {
+			t.Fatalf("B's try = %d, want 2", jb.Try)
+		}
+		mustSettle(t, b, "B", jb, delivered(200, "", "fp"), Recorded)
+		if ks := mustGet(t, b, "k"); ks.State != StateFinished {
+			t.Fatalf("Get = %+v, want finished", ks)
+		}
+		assertNoEntries(t, b)
+	})
+}

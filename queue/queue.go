@@ -16,7 +16,8 @@
 //	           dead       key "dead_lettered", event kept in the DLQ
 //	Promote    due retries become ready entries again
 //	Reclaim    entries owned by an instance that died or stalled for the
-//	           lock TTL are taken over by another
+//	           lock TTL are taken over by another (Kafka: the consumer
+//	           group moves them with their partitions)
 //
 // Every accepted event is thus at every moment in exactly one place:
 // ready (or being delivered), waiting to retry, dead-lettered, or
@@ -172,9 +173,19 @@ type Backend interface {
 	// ErrNotOwner means l.Consumer no longer holds the entry (it stalled
 	// past the lock TTL and another consumer took the entry over): nothing
 	// changed and the new owner tries it. Begin renews the lease, so the
-	// lock TTL runs from the begin, not from the read.
+	// lock TTL runs from the begin, not from the read. On Kafka a lease
+	// whose partition moved to another instance answers ok false (the
+	// record is read again there).
 	Begin(ctx context.Context, l Lease) (j Job, ok bool, err error)
-	// Settle records how the try of j by consumer ended.
+	// Settle records how the try of j by consumer ended, in one step, as
+	// long as the try is still the entry's: Stale when its key moved on
+	// (a reset, or a later round), NotOwner, changing nothing, once the
+	// entry was taken over from consumer (it stalled or died). The memory
+	// and Redis backends refuse it from the takeover (Reclaim) on; on
+	// Kafka, where an entry moves with its partition at a group
+	// rebalance, once the new owner has begun its try: a settle before
+	// that is the try's outcome, and the new owner's Begin then drops the
+	// record, so the event is still delivered once.
 	Settle(ctx context.Context, consumer string, j Job, s Settlement) (Settled, error)
 	// Promote makes the route's retries due at now ready and counts
 	// them: never a retry before its due time, each retry once (the
@@ -186,7 +197,10 @@ type Backend interface {
 	// main topic's consumer fetched it.
 	Promote(ctx context.Context, route string, shard int, now time.Time) (int, error)
 	// Reclaim hands consumer the entries of shard that another consumer
-	// has held for at least idle.
+	// has held for at least idle (or handed back), the same event in the
+	// same round. On Kafka they are only this instance's: records handed
+	// back, or whose begin or settle failed; another instance's move with
+	// their partitions at a group rebalance.
 	Reclaim(ctx context.Context, route string, shard int, consumer string, idle time.Duration) ([]Lease, error)
 	// HandBack gives up leases consumer will not settle, so that another
 	// consumer's Reclaim with idle takes them at once (the same event of
