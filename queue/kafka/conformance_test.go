@@ -12,12 +12,6 @@ import (
 	"github.com/clawgate/clawgate/queue/queuetest"
 )
 
-// kafkaSkips are the conformance cases that test what Kafka does another
-// way by design.
-var kafkaSkips = map[string]string{
-	"HandBackByStaleOwner": "entries move between consumers by rebalance, not by Reclaim",
-}
-
 // The queue's conformance suite on the Kafka backend, every case: kfake
 // on loopback, each ledger.
 //
@@ -53,7 +47,7 @@ func TestConformance(t *testing.T) {
 				b := start(t, in)
 				made[b] = in
 				return b
-			}, queuetest.Options{Skip: kafkaSkips, Takeover: func(t *testing.T, b queue.Backend, from, to string, held []queue.Lease) (queue.Backend, []queue.Lease) {
+			}, queuetest.Options{Takeover: func(t *testing.T, b queue.Backend, from, to string, held []queue.Lease) (queue.Backend, []queue.Lease) {
 				t.Helper()
 				in, ok := made[b]
 				if !ok {

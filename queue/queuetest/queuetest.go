@@ -99,7 +99,7 @@ var cases = []struct {
 	{"DeleteDropsLeftovers", plain(testDeleteDropsLeftovers)},
 	{"ListDLQPagination", plain(testListDLQPagination)},
 	{"HandBack", plain(testHandBack)},
-	{"HandBackByStaleOwner", plain(testHandBackByStaleOwner)},
+	{"HandBackByStaleOwner", testHandBackByStaleOwner},
 }
 
 // plain is a case that needs no options.
@@ -821,29 +821,45 @@ func sameRound(a, b queue.Lease) bool {
 	return a.Route == b.Route && a.Key == b.Key && a.EventID == b.EventID && a.Token == b.Token
 }
 
-// A hand-back by a consumer that no longer owns the entry (another took
-// it over meanwhile) must not take it from the new owner.
-func testHandBackByStaleOwner(t *testing.T, b queue.Backend) {
-	{
-		ctx := context.Background()
-		const lockTTL = time.Second
-		mustEnqueue(t, b, testEntry("k", "fp"), 10)
-		l := readOne(t, b, "A")
-		ls, err := b.Reclaim(ctx, testRoute, 0, "B", 0)
-		if err != nil || len(ls) != 1 {
-			t.Fatalf("B's Reclaim = %+v, %v", ls, err)
+// A hand-back by a consumer whose entry was taken over (Options.
+// Takeover) meanwhile must not take it from the new owner: nobody else
+// can reclaim it, and the new owner's settle is recorded, so the event is
+// delivered once. The stale consumer's Begin starts no try either.
+func testHandBackByStaleOwner(t *testing.T, b queue.Backend, o Options) {
+	ctx := context.Background()
+	// A hand-back makes an entry look idle this long: only a hand-back
+	// that took the entry lets a Reclaim with it find it.
+	const lockTTL = time.Hour
+	mustEnqueue(t, b, testEntry("k", "fp"), 10)
+	l := readOne(t, b, "A")
+	nb, taken := o.takeover(t, b, "A", "B", []queue.Lease{l})
+	j := mustBegin(t, nb, taken[0])
+	// A wakes up: its Begin starts no try (ErrNotOwner, or ok false where
+	// the entry is read again elsewhere).
+	if _, ok, err := b.Begin(ctx, l); ok || err != nil && !errors.Is(err, queue.ErrNotOwner) {
+		t.Fatalf("stale Begin by A after the takeover: ok=%v err=%v, want no try", ok, err)
+	}
+	// A shuts down and hands back what it still believes it holds.
+	if err := b.HandBack(ctx, "A", []queue.Lease{l}, lockTTL); err != nil {
+		t.Fatalf("HandBack: %v", err)
+	}
+	for _, on := range []queue.Backend{b, nb} {
+		if ls, err := on.Reclaim(ctx, testRoute, 0, "C", lockTTL); err != nil || len(ls) != 0 {
+			t.Fatalf("Reclaim after a stale consumer's hand-back = %+v, %v; want nothing: the hand-back took the entry from its owner", ls, err)
 		}
-		j := mustBegin(t, b, ls[0])
-		// A shuts down and hands back what it still believes it holds.
-		if err := b.HandBack(ctx, "A", []queue.Lease{l}, lockTTL); err != nil {
-			t.Fatalf("HandBack: %v", err)
-		}
-		got, err := b.Settle(ctx, "B", j, delivered(200, "", "fp"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != queue.Recorded {
-			t.Fatalf("the owner's Settle after a stale consumer's hand-back = %s, want Recorded: the hand-back took the entry from its owner, whose delivery is then tried again by whoever reclaims it", settledName(got))
-		}
+	}
+	got, err := nb.Settle(ctx, "B", j, delivered(200, "", "fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != queue.Recorded {
+		t.Fatalf("the owner's Settle after a stale consumer's hand-back = %s, want Recorded: the hand-back took the entry from its owner, whose delivery is then tried again by whoever reclaims it", settledName(got))
+	}
+	if ks := mustGet(t, b, "k"); ks.State != queue.StateFinished || ks.Attempts != 1 {
+		t.Fatalf("Get = %+v, want finished after one try", ks)
+	}
+	assertNoEntries(t, b)
+	if nb != b {
+		assertNoEntries(t, nb)
 	}
 }
