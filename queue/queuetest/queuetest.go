@@ -77,8 +77,8 @@ func (o Options) takeover(t *testing.T, b queue.Backend, from, to string, held [
 		t.Fatalf("%s took over %+v, want %s's %+v", to, taken, from, held)
 	}
 	for i := range held {
-		if !sameRound(taken[i], held[i]) {
-			t.Fatalf("%s took over %+v, want %s's %+v (same event, same round)", to, taken[i], from, held[i])
+		if !sameRound(taken[i], held[i]) || taken[i].Consumer != to {
+			t.Fatalf("%s took over %+v, want %s's %+v (same event, same round), now %s's", to, taken[i], from, held[i], to)
 		}
 	}
 	return nb, taken
@@ -369,7 +369,7 @@ func testDeliver(t *testing.T, b queue.Backend) {
 			t.Fatalf("Stats = %+v, want Depth 1, Oldest %v", st, e.FirstSeen)
 		}
 		l := readOne(t, b, "c")
-		if l.Key != "k" || l.Route != testRoute {
+		if l.Key != "k" || l.Route != testRoute || l.Consumer != "c" {
 			t.Fatalf("lease = %+v", l)
 		}
 		j := mustBegin(t, b, l)
@@ -800,8 +800,8 @@ func testHandBack(t *testing.T, b queue.Backend) {
 		t.Fatalf("HandBack: %v", err)
 	}
 	ls, err := b.Reclaim(ctx, testRoute, 0, "B", lockTTL)
-	if err != nil || len(ls) != 1 || !sameRound(ls[0], l) {
-		t.Fatalf("Reclaim after hand-back = %+v, %v; want A's %+v", ls, err, l)
+	if err != nil || len(ls) != 1 || !sameRound(ls[0], l) || ls[0].Consumer != "B" {
+		t.Fatalf("Reclaim after hand-back = %+v, %v; want A's %+v, now B's", ls, err, l)
 	}
 	j := mustBegin(t, b, ls[0])
 	if j.Try != 1 {
