@@ -1,7 +1,12 @@
 // Package queuetest checks that a delivery queue backend (queue.Backend)
 // behaves as the queue expects, in the style of testing/fstest: a backend
 // package's test calls Run with a function that makes a fresh backend.
-// The memory and Redis backends run it (queue's conformance test).
+// The memory, Redis and Kafka backends all run every case (queue's and
+// queue/kafka's conformance tests). The cases check what a user of
+// queue.Backend relies on; where a backend promises more (the memory and
+// Redis backends' DLQ order, their immediate Promote and Reclaim), its
+// own tests check that. Entries move between consumers the backend's own
+// way: Options.Takeover.
 package queuetest
 
 import (
