@@ -20,7 +20,8 @@ type Queue interface {
 	// IsRoute reports whether route is a queue route of this instance.
 	IsRoute(route string) bool
 	// ListDLQ lists up to limit dead-lettered events after cursor ("" for
-	// the first page), oldest first; next is "" on the last page.
+	// the first page), each once across the pages, oldest first (in no
+	// set order on the Kafka queue backend); next is "" on the last page.
 	ListDLQ(ctx context.Context, route, cursor string, limit int) (entries []queue.DeadEntry, next string, err error)
 	// Dead reports one dead-lettered event with its payload (the
 	// outgoing request as the proxy stored it); an error wrapping
@@ -54,7 +55,8 @@ const (
 )
 
 // DLQPage is the JSON answer to GET /admin/dlq/{route}: one page of the
-// route's dead-lettered events, oldest first.
+// route's dead-lettered events, oldest first (in no set order on the
+// Kafka queue backend).
 type DLQPage struct {
 	Route string `json:"route"`
 	// Entries is never null: [] when the page is empty.

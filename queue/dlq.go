@@ -31,7 +31,9 @@ func (m *Manager) refresh(route string) {
 // IsRoute reports whether route is a queue route of this instance.
 func (m *Manager) IsRoute(route string) bool { return m.route(route) != nil }
 
-// ListDLQ lists route's dead-lettered events, oldest first.
+// ListDLQ lists route's dead-lettered events: each once across the
+// pages, oldest first on the memory and Redis backends (in no set order
+// on Kafka).
 func (m *Manager) ListDLQ(ctx context.Context, route, cursor string, limit int) ([]DeadEntry, string, error) {
 	if _, err := m.routeCfg(route); err != nil {
 		return nil, "", err

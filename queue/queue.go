@@ -16,7 +16,8 @@
 //	           dead       key "dead_lettered", event kept in the DLQ
 //	Promote    due retries become ready entries again
 //	Reclaim    entries owned by an instance that died or stalled for the
-//	           lock TTL are taken over by another
+//	           lock TTL are taken over by another (Kafka: the consumer
+//	           group moves them with their partitions)
 //
 // Every accepted event is thus at every moment in exactly one place:
 // ready (or being delivered), waiting to retry, dead-lettered, or
@@ -73,7 +74,9 @@ type Ack struct {
 type Lease struct {
 	Route string
 	Shard int
-	// Entry is the backend's id of this entry (a stream id on Redis).
+	// Entry is the backend's id of this entry: a stream id on Redis, kept
+	// through takeovers on memory and Redis; on Kafka it names one
+	// hand-out of a record, and a takeover hands out a new one.
 	Entry   string
 	EventID string
 	Token   string
@@ -170,22 +173,51 @@ type Backend interface {
 	// ErrNotOwner means l.Consumer no longer holds the entry (it stalled
 	// past the lock TTL and another consumer took the entry over): nothing
 	// changed and the new owner tries it. Begin renews the lease, so the
-	// lock TTL runs from the begin, not from the read.
+	// lock TTL runs from the begin, not from the read. On Kafka a lease
+	// whose partition moved to another instance answers ok false (the
+	// record is read again there).
 	Begin(ctx context.Context, l Lease) (j Job, ok bool, err error)
-	// Settle records how the try of j by consumer ended.
+	// Settle records how the try of j by consumer ended, in one step, as
+	// long as the try is still the entry's: Stale when its key moved on
+	// (a reset, or a later round), NotOwner, changing nothing, once the
+	// entry was taken over from consumer (it stalled or died). The memory
+	// and Redis backends refuse it from the takeover (Reclaim) on; on
+	// Kafka, where an entry moves with its partition at a group
+	// rebalance, once the new owner has begun its try: a settle before
+	// that is the try's outcome, and the new owner's Begin then drops the
+	// record, so the event is still delivered once.
 	Settle(ctx context.Context, consumer string, j Job, s Settlement) (Settled, error)
-	// Promote makes the route's retries due at now ready.
+	// Promote makes the route's retries due at now ready and counts
+	// them: never a retry before its due time, each retry once (the
+	// counts of every call add up to the retries made ready). The memory
+	// and Redis backends make every retry due at now ready in the call;
+	// the Kafka backend learns of retries by reading its retry topics in
+	// the background, so a retry becomes ready at one of the Promotes at
+	// or after its due time, usually the first, and readable once the
+	// main topic's consumer fetched it.
 	Promote(ctx context.Context, route string, shard int, now time.Time) (int, error)
 	// Reclaim hands consumer the entries of shard that another consumer
-	// has held for at least idle.
+	// has held for at least idle (or handed back), the same event in the
+	// same round. On Kafka they are only this instance's: records handed
+	// back, or whose begin or settle failed; another instance's move with
+	// their partitions at a group rebalance.
 	Reclaim(ctx context.Context, route string, shard int, consumer string, idle time.Duration) ([]Lease, error)
 	// HandBack gives up leases consumer will not settle, so that another
-	// consumer takes them at once.
+	// consumer's Reclaim with idle takes them at once (the same event of
+	// the same round), without waiting for them to idle that long. On
+	// Kafka the other consumer is one of the same instance: records move
+	// to other instances with their partitions (at Close, or when the
+	// group drops an instance). A hand-back of a lease consumer no longer
+	// holds (another took it over) changes nothing.
 	HandBack(ctx context.Context, consumer string, leases []Lease, idle time.Duration) error
 	// Stats measures the route over its shards.
 	Stats(ctx context.Context, route string) (Stats, error)
-	// ListDLQ lists up to limit dead-lettered events after cursor ("" for
-	// the first page); next is "" on the last page.
+	// ListDLQ lists up to limit (below one: one) dead-lettered events
+	// after cursor ("" for the first page); next is "" on the last page.
+	// Paging from "" to the end lists every event dead-lettered for the
+	// whole listing exactly once. The memory and Redis backends list in
+	// the order the events died, oldest first; the Kafka backend in no
+	// set order (its ledger's).
 	ListDLQ(ctx context.Context, route, cursor string, limit int) (entries []DeadEntry, next string, err error)
 	// Dead reports one dead-lettered event as ListDLQ lists it, with its
 	// payload (a copy the caller may keep); ErrNotFound when it is not in

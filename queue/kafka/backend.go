@@ -567,7 +567,9 @@ func (b *Backend) Settle(ctx context.Context, consumer string, j queue.Job, s qu
 }
 
 // Promote moves the retries that are due back to the main topic (or to
-// a shorter tier).
+// a shorter tier): those the retry topics' consumer has read already, so
+// a retry written just before may wait for a later Promote. It counts
+// the records it sent to the main topic, each once.
 func (b *Backend) Promote(ctx context.Context, name string, _ int, now time.Time) (int, error) {
 	r, err := b.route(name)
 	if err != nil {
@@ -611,7 +613,9 @@ func (b *Backend) Stats(ctx context.Context, route string) (queue.Stats, error) 
 	return b.o.Ledger.Stats(ctx, route)
 }
 
-// ListDLQ lists the route's dead-lettered events from the ledger.
+// ListDLQ lists the route's dead-lettered events from the ledger, in
+// its order: each once across the pages, in no set order (not the order
+// they died; the DLQ topic's partitions have none across them).
 func (b *Backend) ListDLQ(ctx context.Context, route, cursor string, limit int) ([]queue.DeadEntry, string, error) {
 	return b.o.Ledger.ListDead(ctx, route, cursor, limit)
 }

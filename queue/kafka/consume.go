@@ -148,7 +148,7 @@ func (c *consumer) read(ctx context.Context, consumer string, n int, block time.
 			continue
 		}
 		nonce := newID()
-		l := queue.Lease{Route: c.r.name, Entry: pos(rec.Partition, rec.Offset) + "/" + nonce, EventID: eid, Token: tok, Key: string(rec.Key)}
+		l := queue.Lease{Route: c.r.name, Entry: pos(rec.Partition, rec.Offset) + "/" + nonce, EventID: eid, Token: tok, Key: string(rec.Key), Consumer: consumer}
 		c.leases[l.Entry] = &lease{rec: rec, l: l, owner: consumer + "/" + nonce, running: true, since: time.Now()}
 		out = append(out, l)
 	}
@@ -344,6 +344,7 @@ func (c *consumer) reclaim(consumer string, idle time.Duration) []queue.Lease {
 		rec := ls.rec
 		l := ls.l
 		l.Entry = pos(rec.Partition, rec.Offset) + "/" + nonce
+		l.Consumer = consumer
 		c.leases[l.Entry] = &lease{rec: rec, l: l, owner: consumer + "/" + nonce, running: true, since: now}
 		out = append(out, l)
 	}
