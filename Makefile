@@ -11,7 +11,7 @@ FUZZTIME ?= 20s
 # The race detector needs cgo: on when a C compiler is there.
 RACE     ?= $(shell command -v cc >/dev/null 2>&1 && echo -race)
 
-.PHONY: all build demo run test test-deps lint fuzz soak model helm-check bench bench-deps bench-quick bench-go clean docs
+.PHONY: all build demo run test test-deps lint fuzz soak model helm-check bench bench-deps bench-quick bench-go bench-scale clean docs
 
 all: build
 
@@ -107,6 +107,12 @@ bench: bench-deps
 ## bench-quick: a smoke run of the same harness (1 round of 2 s per case and target, about 3 min); writes no file.
 bench-quick: bench-deps
 	BENCH_QUICK=1 bench/run.sh
+
+## bench-scale: only the scaling benchmarks (BenchmarkScale*: body size, routes, scheme, keys held, queue depth; ~12 min), printed as the markdown table of docs/benchmarks.md's "How the cost grows".
+bench-scale: bench-deps
+	mkdir -p bin
+	$(GO) test -run '^$$' -bench '^BenchmarkScale' -benchtime $${SCALE_TIME:-2s} -timeout 60m ./proxy/ ./queue/ | tee bin/scale.txt
+	$(GO) run ./bench/cmd/report -scale bin/scale.txt
 
 ## bench-go: the Go micro-benchmarks of the hot path (allocations per request).
 bench-go:

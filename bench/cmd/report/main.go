@@ -159,6 +159,15 @@ func main() {
 	analysis := flag.String("analysis", "", "markdown `file` of hand-written analysis (profiles, what bounds each target) to include in -doc")
 	scale := flag.String("scale", "", "Go benchmark output `file` of the BenchmarkScale* benchmarks (empty: no scaling table)")
 	flag.Parse()
+	if *results == "" && *scale != "" {
+		// make bench-scale: the scaling table alone, as markdown.
+		rows, err := readScale(*scale)
+		if err != nil {
+			fatalf("report: %v", err)
+		}
+		scaleMarkdown(os.Stdout, rows)
+		return
+	}
 	recs, err := readRecords(*results)
 	if err != nil {
 		fatalf("report: %v", err)
