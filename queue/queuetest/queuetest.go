@@ -57,6 +57,12 @@ var cases = []struct {
 	{"ListDLQPagination", testListDLQPagination},
 	{"HandBack", testHandBack},
 	{"HandBackByStaleOwner", testHandBackByStaleOwner},
+	{"OrderInterleaved", testOrderInterleaved},
+	{"OrderContinue", testOrderContinue},
+	{"OrderHold", testOrderHold},
+	{"OrderHoldPurged", testOrderHoldPurged},
+	{"OrderStale", testOrderStale},
+	{"OrderLeaseRecovery", testOrderLeaseRecovery},
 }
 
 // RunWith is Run with options.
