@@ -112,9 +112,10 @@ type Ledger interface {
 	// HandBacks hands back up to limit (0: all) ordered events whose turn
 	// came while they were parked (order.go): each gets a new pending
 	// token, which the transport's new entry or record carries and Begin
-	// adopts. An event handed back before is handed back again only once
-	// redo has passed since without its Begin (the instance due to
-	// produce its record died first); redo 0: never.
+	// adopts. An event handed back before is handed back again (its
+	// pending token unchanged) only once redo has passed since without its
+	// Begin (the instance due to produce its record died first); redo 0:
+	// never.
 	HandBacks(ctx context.Context, route string, redo time.Duration, limit int) ([]HandBack, error)
 }
 

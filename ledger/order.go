@@ -34,7 +34,10 @@ import (
 //	        the same step; Kafka in a step of its own (produce the record,
 //	        fetched from the parked position), which an instance may die
 //	        before, so HandBacks also hands back again a due key not
-//	        begun since redo ago (the sweeper).
+//	        begun since redo ago (the sweeper), with the same pending
+//	        token: of two records carrying it the first begun wins and
+//	        the other is a leftover, so a slow consumer is never raced
+//	        by an endless chain of new tokens.
 //	Replay  of a key still in the line (hold) keeps its place; of one
 //	        that left it (continue) takes a new sequence: it is delivered
 //	        after the events of its value queued before the replay.
@@ -246,7 +249,9 @@ func (m *Memory) HandBacks(_ context.Context, route string, redo time.Duration, 
 			delete(r.ord.due, key)
 			continue
 		}
-		k.ptok = orderToken()
+		if k.ptok == "" {
+			k.ptok = orderToken()
+		}
 		d.at = now
 		r.ord.due[key] = d
 		out = append(out, HandBack{Key: key, EventID: k.eid, Token: k.ptok, Pos: d.pos})
@@ -414,13 +419,14 @@ local due = redis.call('ZRANGE', KEYS[1], '-inf', cut, 'BYSCORE', 'LIMIT', 0, li
 local out = {}
 for i, key in ipairs(due) do
   local k = ARGV[4] .. key
-  local h = redis.call('HMGET', k, 'st', 'eid', 'ppos')
+  local h = redis.call('HMGET', k, 'st', 'eid', 'ppos', 'ptok')
   if h[1] ~= QUEUED then
     redis.call('ZREM', KEYS[1], key)
   else
-    key_pend(k, ARGV[4 + i])
+    local tok = h[4] or ARGV[4 + i]
+    key_pend(k, tok)
     redis.call('ZADD', KEYS[1], now, key)
-    out[#out + 1] = {key, h[2] or '', h[3] or '', ARGV[4 + i]}
+    out[#out + 1] = {key, h[2] or '', h[3] or '', tok}
   end
 end
 return out

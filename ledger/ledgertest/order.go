@@ -208,11 +208,12 @@ var orderCases = []testCase{
 		mustHandBack(t, l, Lease)
 		clock.Add(Lease)
 		again := mustHandBack(t, l, Lease, "a2")["a2"]
-		if again.Token == first.Token || again.Pos != "p-a2" {
-			t.Fatalf("handed back again as %+v (first %+v): want a new token, the parked position", again, first)
+		if again.Token != first.Token || again.Pos != "p-a2" {
+			t.Fatalf("handed back again as %+v (first %+v): want the same token, the parked position", again, first)
 		}
-		MustBegin(t, l, "a2", ea2, first.Token, "p-a2x", "w1", false) // superseded
+		// Both records land: the first begun wins, the other is a leftover.
 		MustBegin(t, l, "a2", ea2, again.Token, "p-a2y", "w1", true)
+		MustBegin(t, l, "a2", ea2, first.Token, "p-a2x", "w1", false)
 		clock.Add(Lease)
 		mustHandBack(t, l, Lease) // begun: no longer due
 	}},
