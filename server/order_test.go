@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/clawgate/clawgate/internal/eventually"
+	"github.com/clawgate/clawgate/store/redistest"
 )
 
 // orderTry is one try the ordered upstream saw.
@@ -111,145 +112,157 @@ func oPost(url, key, v string, ts int) (int, string, error) {
 // before it, was skipped and never reached the upstream; every event
 // finished. On Redis Streams and on Kafka (kfake, keys in Redis).
 func TestOrderLoad(t *testing.T) {
-	forEachQueueBackend(t, func(t *testing.T, be string, c qConf) {
-		const values, perValue = 50, 20
-		up := newOrderUpstream(t)
-		c.upstream = up.srv.URL
-		c.route = "order: { by: \"json:obj.id\", stale: \"json:ts\" }"
-		a, b := startQueue(t, c, nil), startQueue(t, c, nil)
-		var acked atomic.Int64
-		var bStopped atomic.Bool
-		stopB := make(chan struct{})
-		go func() {
-			for acked.Load() < values*perValue/2 {
-				time.Sleep(5 * time.Millisecond)
+	forEachQueueBackend(t, testOrderLoad)
+	// On a Redis Cluster with the route's queue over 4 shards: each
+	// value's events in the shard (slot) its value names.
+	t.Run("cluster", func(t *testing.T) {
+		nodes := redistest.StartCluster(t)
+		addrs := make([]string, len(nodes))
+		for i, a := range nodes {
+			addrs[i] = strconv.Quote(a)
+		}
+		testOrderLoad(t, "cluster", qConf{extra: fmt.Sprintf("store: { backend: redis, redis: { addrs: [%s] } }\nqueue: { shards: 4 }\n", strings.Join(addrs, ", "))})
+	})
+}
+
+func testOrderLoad(t *testing.T, be string, c qConf) {
+	const values, perValue = 50, 20
+	up := newOrderUpstream(t)
+	c.upstream = up.srv.URL
+	c.route = "order: { by: \"json:obj.id\", stale: \"json:ts\" }"
+	a, b := startQueue(t, c, nil), startQueue(t, c, nil)
+	var acked atomic.Int64
+	var bStopped atomic.Bool
+	stopB := make(chan struct{})
+	go func() {
+		for acked.Load() < values*perValue/2 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		// Tries now hang at the upstream, so that B stops with some
+		// on their way.
+		up.hang.Store(true)
+		bStopped.Store(true)
+		eventually.Poll(5*time.Second, func() bool { return up.inFlight.Load() >= 6 })
+		t.Logf("stopping B at %d acked, %d tries under way", acked.Load(), up.inFlight.Load())
+		// B's workers stop at once: its tries on their way are cut
+		// (their requests canceled) and their entries handed back, for
+		// A to take; then B shuts down.
+		b.queue.Close(time.Millisecond)
+		b.stop(time.Second)
+		up.hang.Store(false)
+		close(up.unhang)
+		close(stopB)
+	}()
+	want := map[string][]string{} // value -> keys to be delivered, in order
+	var skipped []string
+	var keys []string
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []string
+	for vi := range values {
+		v := fmt.Sprintf("v%02d", vi)
+		for j := range perValue {
+			key := fmt.Sprintf("%s-%04d", v, j)
+			keys = append(keys, key)
+			if j%5 == 4 {
+				skipped = append(skipped, key)
+			} else {
+				want[v] = append(want[v], key)
 			}
-			// Tries now hang at the upstream, so that B stops with some
-			// on their way.
-			up.hang.Store(true)
-			bStopped.Store(true)
-			eventually.Poll(5*time.Second, func() bool { return up.inFlight.Load() >= 6 })
-			t.Logf("stopping B at %d acked, %d tries under way", acked.Load(), up.inFlight.Load())
-			// B's workers stop at once: its tries on their way are cut
-			// (their requests canceled) and their entries handed back, for
-			// A to take; then B shuts down.
-			b.queue.Close(time.Millisecond)
-			b.stop(time.Second)
-			up.hang.Store(false)
-			close(up.unhang)
-			close(stopB)
-		}()
-		want := map[string][]string{} // value -> keys to be delivered, in order
-		var skipped []string
-		var keys []string
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var errs []string
-		for vi := range values {
-			v := fmt.Sprintf("v%02d", vi)
+		}
+		wg.Go(func() {
 			for j := range perValue {
 				key := fmt.Sprintf("%s-%04d", v, j)
-				keys = append(keys, key)
+				ts := j * 10
 				if j%5 == 4 {
-					skipped = append(skipped, key)
-				} else {
-					want[v] = append(want[v], key)
+					ts = (j - 2) * 10 // older than the event before it
 				}
-			}
-			wg.Go(func() {
-				for j := range perValue {
-					key := fmt.Sprintf("%s-%04d", v, j)
-					ts := j * 10
-					if j%5 == 4 {
-						ts = (j - 2) * 10 // older than the event before it
+				ok, last := false, ""
+				for try := 0; try < 1000 && !ok; try++ {
+					url := a.url()
+					if (j+try)%2 == 1 && !bStopped.Load() {
+						url = b.url()
 					}
-					ok, last := false, ""
-					for try := 0; try < 1000 && !ok; try++ {
-						url := a.url()
-						if (j+try)%2 == 1 && !bStopped.Load() {
-							url = b.url()
-						}
-						status, body, err := oPost(url, key, v, ts)
-						// A 202, or a replay of a copy another instance
-						// stored before it answered (or before it stopped).
-						ok = err == nil && (status == 202 || status == 200 && strings.Contains(body, "upstream"))
-						last = fmt.Sprintf("%d %s %v", status, body, err)
-						if !ok {
-							time.Sleep(10 * time.Millisecond)
-						}
-					}
+					status, body, err := oPost(url, key, v, ts)
+					// A 202, or a replay of a copy another instance
+					// stored before it answered (or before it stopped).
+					ok = err == nil && (status == 202 || status == 200 && strings.Contains(body, "upstream"))
+					last = fmt.Sprintf("%d %s %v", status, body, err)
 					if !ok {
-						mu.Lock()
-						errs = append(errs, key+" never acknowledged: "+last)
-						mu.Unlock()
-						return
+						time.Sleep(10 * time.Millisecond)
 					}
-					acked.Add(1)
 				}
-			})
-		}
-		wg.Wait()
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
-		<-stopB
-		qEventually(t, 60*time.Second, func() bool {
-			for _, k := range keys {
-				if a.keyState(k).State != "finished" {
-					return false
+				if !ok {
+					mu.Lock()
+					errs = append(errs, key+" never acknowledged: "+last)
+					mu.Unlock()
+					return
 				}
+				acked.Add(1)
 			}
-			return true
-		}, func() string {
-			var left []string
-			for _, k := range keys {
-				if ks := a.keyState(k); ks.State != "finished" {
-					left = append(left, k+":"+ks.State)
-				}
-			}
-			return fmt.Sprintf("%d events not finished, e.g. %v", len(left), left[:min(5, len(left))])
 		})
-		for _, k := range skipped {
-			if ks := a.keyState(k); ks.Status != 200 {
-				t.Errorf("skipped %s: %+v, want finished 200", k, ks)
-			}
-			v, n, _ := strings.Cut(k, "-")
-			j, _ := strconv.Atoi(n)
-			if status, body, _ := oPost(a.url(), k, v, (j-2)*10); status != 200 || !strings.Contains(body, `"skipped"`) {
-				t.Errorf("a copy of skipped %s answered %d %s, want the stored skipped answer", k, status, body)
-			}
-		}
-		up.mu.Lock()
-		defer up.mu.Unlock()
-		cuts, dups := 0, 0
-		for vi := range values {
-			v := fmt.Sprintf("v%02d", vi)
-			tries := up.tries[v]
-			var got []string
-			for i, tr := range tries {
-				if tr.cut {
-					cuts++
-				}
-				if tr.accepted {
-					if len(got) > 0 && got[len(got)-1] == tr.key {
-						dups++ // a cut try the upstream accepted, tried again
-					} else {
-						got = append(got, tr.key)
-					}
-				}
-				for _, other := range tries[:i] {
-					if !tr.cut && !other.cut && other.end.After(tr.start) {
-						t.Errorf("value %s: try of %s began while a try of %s was on its way", v, tr.key, other.key)
-					}
-				}
-			}
-			if !slices.Equal(got, want[v]) {
-				t.Errorf("value %s: the upstream accepted %v, want %v", v, got, want[v])
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	<-stopB
+	qEventually(t, 60*time.Second, func() bool {
+		for _, k := range keys {
+			if a.keyState(k).State != "finished" {
+				return false
 			}
 		}
-		if dups > cuts {
-			t.Errorf("%d events accepted twice, more than the %d tries the stop cut", dups, cuts)
+		return true
+	}, func() string {
+		var left []string
+		for _, k := range keys {
+			if ks := a.keyState(k); ks.State != "finished" {
+				left = append(left, k+":"+ks.State)
+			}
 		}
-		t.Logf("%s: %d events over %d values, %d skipped stale; %d tries cut by the stop, %d accepted twice", be, len(keys), values, len(skipped), cuts, dups)
+		return fmt.Sprintf("%d events not finished, e.g. %v", len(left), left[:min(5, len(left))])
 	})
+	for _, k := range skipped {
+		if ks := a.keyState(k); ks.Status != 200 {
+			t.Errorf("skipped %s: %+v, want finished 200", k, ks)
+		}
+		v, n, _ := strings.Cut(k, "-")
+		j, _ := strconv.Atoi(n)
+		if status, body, _ := oPost(a.url(), k, v, (j-2)*10); status != 200 || !strings.Contains(body, `"skipped"`) {
+			t.Errorf("a copy of skipped %s answered %d %s, want the stored skipped answer", k, status, body)
+		}
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	cuts, dups := 0, 0
+	for vi := range values {
+		v := fmt.Sprintf("v%02d", vi)
+		tries := up.tries[v]
+		var got []string
+		for i, tr := range tries {
+			if tr.cut {
+				cuts++
+			}
+			if tr.accepted {
+				if len(got) > 0 && got[len(got)-1] == tr.key {
+					dups++ // a cut try the upstream accepted, tried again
+				} else {
+					got = append(got, tr.key)
+				}
+			}
+			for _, other := range tries[:i] {
+				if !tr.cut && !other.cut && other.end.After(tr.start) {
+					t.Errorf("value %s: try of %s began while a try of %s was on its way", v, tr.key, other.key)
+				}
+			}
+		}
+		if !slices.Equal(got, want[v]) {
+			t.Errorf("value %s: the upstream accepted %v, want %v", v, got, want[v])
+		}
+	}
+	if dups > cuts {
+		t.Errorf("%d events accepted twice, more than the %d tries the stop cut", dups, cuts)
+	}
+	t.Logf("%s: %d events over %d values, %d skipped stale; %d tries cut by the stop, %d accepted twice", be, len(keys), values, len(skipped), cuts, dups)
 }
