@@ -457,7 +457,7 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		delete(r.age, eid)
 		r.dead[eid] = key
 		if !s.OrderHold {
-			r.orderDone(k, false, time.Time{})
+			r.orderDone(k, false, orderKeep(now, s.Retention))
 		}
 	}
 	return Recorded, nil
@@ -531,7 +531,7 @@ func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Dura
 	if k := r.key(key, now); k != nil && k.st == ledgerDead && k.eid == eid {
 		k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
 		m.remember(r, key, k)
-		r.orderDone(k, false, time.Time{})
+		r.orderDone(k, false, orderKeep(now, retention))
 	}
 	return nil
 }

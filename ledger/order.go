@@ -214,6 +214,15 @@ func (r *memLedgerRoute) orderDone(k *memLedgerKey, delivered bool, keep time.Ti
 	r.ord.due[h] = memDue{pos: pos}
 }
 
+// orderKeep is how long from now a value whose line is empty keeps its
+// stale value: retention (zero: as long as it was).
+func orderKeep(now time.Time, retention time.Duration) time.Time {
+	if retention <= 0 {
+		return time.Time{}
+	}
+	return now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
+}
+
 // sweep forgets the values with an empty line whose stale value's
 // retention ended.
 func (o *memOrders) sweep(now time.Time) {

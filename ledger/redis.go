@@ -256,7 +256,9 @@ return {1, qa, qt, h[5] or '', h[6] or '', prev, gate == 'stale' and 1 or 0}
 	//   done:  rec, retention ms
 	//   retry: new tok
 	//   dead:  dlq pos, reason, status, error, died ms
-	// padded to 10, then the order prefix and 1 for on_dead: hold.
+	// padded to 10, then the order prefix, 1 for on_dead: hold, and the
+	// retention ms ("" none) an ordered value keeps its stale value for
+	// when a dead letter empties its line.
 	// Reply: 1 recorded, 0 not the owner, -1 stale (nothing changed).
 	ledgerSettleScript = Script(`
 local adopted = nil
@@ -278,7 +280,7 @@ else
   key_dead(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
   if ARGV[11] and ARGV[12] ~= '1' then
-    ord_done(KEYS[1], ARGV[11], ARGV[5], false, nil)
+    ord_done(KEYS[1], ARGV[11], ARGV[5], false, ARGV[13] ~= '' and ARGV[13] or nil)
   end
 end
 return 1
@@ -334,7 +336,7 @@ end
 redis.call('HDEL', KEYS[1], ARGV[1])
 key_purge(ARGV[3] .. k, ARGV[1], ARGV[2])
 if ARGV[4] and key_dead_at(ARGV[3] .. k, ARGV[1]) then
-  ord_done(ARGV[3] .. k, ARGV[4], k, false, nil)
+  ord_done(ARGV[3] .. k, ARGV[4], k, false, ARGV[2])
 end
 return 1
 `)
@@ -524,7 +526,11 @@ func (l *Redis) Settle(ctx context.Context, route, key, eid, tok, owner string, 
 	if s.OrderHold {
 		hold = "1"
 	}
-	args = append(args, l.orderPrefix(route), hold)
+	keep := ""
+	if s.Retention > 0 {
+		keep = strconv.FormatInt(ledgerTTL(s.Retention), 10)
+	}
+	args = append(args, l.orderPrefix(route), hold, keep)
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}

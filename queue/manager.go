@@ -562,6 +562,9 @@ func (rn *runner) try(l Lease, probe bool) {
 	now := time.Now()
 	s := rn.cfg.Retry.decide(j, res, now, rn.m.o.Jitter())
 	s.OrderHold = rn.cfg.OrderHold
+	// Also for a dead letter: how long an ordered value whose last event
+	// died keeps its greatest stale value.
+	s.Retention = rn.cfg.Retention
 	if s.Kind == SettleDelivered {
 		s.Outcome = res.Outcome
 		s.Outcome.Fingerprint = j.Fingerprint

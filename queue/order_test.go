@@ -217,3 +217,50 @@ func TestManagerOrder(t *testing.T) {
 		})
 	}
 }
+
+// An order value whose line empties keeps its greatest stale value for
+// the retention, not forever: after a delivery, and after a dead letter
+// (on_dead: continue); a new event of the value keeps it again.
+func TestOrderValueKeptForRetention(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redistest.Start(t), Protocol: 2})
+	t.Cleanup(func() { _ = c.Close() })
+	b := NewRedis(c, "keep:", 0)
+	ctx := context.Background()
+	if err := b.Prepare(ctx, testRoute, 1); err != nil {
+		t.Fatal(err)
+	}
+	h := "keep:webhook_ord:{q:" + testRoute + ":0}h:A"
+	ttl := func() time.Duration {
+		d, err := c.PTTL(ctx, h).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	cycle := func(key string, s Settlement) {
+		e := testEntry(key, "fp-"+key)
+		e.Order, e.Stale = "A", "10"
+		if ack, err := b.Enqueue(ctx, e, 100); err != nil || ack.State != Enqueued {
+			t.Fatalf("Enqueue %s: %+v, %v", key, ack, err)
+		}
+		if d := ttl(); d != -1 && d != -2 {
+			t.Fatalf("value A with an event queued expires in %v", d)
+		}
+		ls, err := b.Read(ctx, testRoute, 0, "c", 1, time.Second)
+		if err != nil || len(ls) != 1 {
+			t.Fatal(ls, err)
+		}
+		j, ok, err := b.Begin(ctx, ls[0])
+		if !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if got, err := b.Settle(ctx, "c", j, s); err != nil || got != Recorded {
+			t.Fatal(got, err)
+		}
+		if d := ttl(); d <= 0 || d > time.Hour {
+			t.Fatalf("after %s settled, value A expires in %v, want within the hour's retention", key, d)
+		}
+	}
+	cycle("a1", Settlement{Kind: SettleDelivered, Retention: time.Hour, At: time.Now(), Outcome: SkippedOutcome("fp")})
+	cycle("a2", Settlement{Kind: SettleDead, Reason: "rejected:400", Status: 400, At: time.Now(), Retention: time.Hour})
+}

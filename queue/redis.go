@@ -442,7 +442,9 @@ return {1, qa, qt, ev[1], ev[2], h[5] or '', gate == 'stale' and 1 or 0}
 	//   retry: new tok, due ms
 	//   dead:  reason, status, error
 	// padded to 10, then the order prefix, the key hashes' prefix, a token
-	// for an event handed back, and 1 for on_dead: hold.
+	// for an event handed back, 1 for on_dead: hold, and the retention ms
+	// ("" none) an ordered value keeps its stale value for when a dead
+	// letter empties its line.
 	// Reply: 1 recorded, 0 not the owner (nothing changed), -1 leftover
 	// (entry dropped, nothing recorded). When the group is gone (Redis lost
 	// the stream), the key's token alone decides. The head of an order
@@ -484,7 +486,7 @@ else
   redis.call('HSET', KEYS[2], 'dlq', id)
   redis.call('INCRBY', KEYS[7], redis.call('HSTRLEN', KEYS[2], 'req'))
   if ARGV[11] and ARGV[14] ~= '1' then
-    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], false, nil), ARGV[13])
+    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], false, ARGV[15] ~= '' and ARGV[15] or nil), ARGV[13])
   end
 end
 return 1
@@ -546,7 +548,7 @@ end
 redis.call('DEL', KEYS[2])
 key_purge(KEYS[1], ARGV[1], ARGV[2])
 if ARGV[3] then
-  hand_back(ARGV[3], ARGV[4], KEYS[5], ord_done(KEYS[1], ARGV[3], ARGV[5], false, nil), ARGV[6])
+  hand_back(ARGV[3], ARGV[4], KEYS[5], ord_done(KEYS[1], ARGV[3], ARGV[5], false, ARGV[2]), ARGV[6])
 end
 return 1
 `)
@@ -872,7 +874,11 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 	if s.OrderHold {
 		hold = "1"
 	}
-	args = append(args, r.orderPrefix(l.Route, l.Shard), r.keyPrefix(l.Route, l.Shard), newToken(), hold)
+	keep := ""
+	if s.Retention > 0 {
+		keep = strconv.FormatInt(max(1, s.Retention.Milliseconds()), 10)
+	}
+	args = append(args, r.orderPrefix(l.Route, l.Shard), r.keyPrefix(l.Route, l.Shard), newToken(), hold, keep)
 	n, err := r.runDurable(ctx, settleScript, keys, args...).Int64()
 	if err != nil {
 		return 0, fail("settle", err)
