@@ -52,7 +52,7 @@
  *            SPLIT_HANDBACK; the settle makes the parked head due, the
  *            produce (of the record read back from its parked position)
  *            is its own step, and the sweeper hands a due head back
- *            again after queue.kafka's hand-back redo, with the SAME
+ *            again after the backend's hand-back redo (30 s), with the SAME
  *            pending token (not a new one per hand-back as here), so a
  *            consumer slower than the redo is never raced by a chain of
  *            fresh tokens; two records with one token are one event.
