@@ -58,6 +58,8 @@ routes:
 	m.SetRouteControl("orders", true, false, true, false)
 	m.BreakerTransition("orders", "open")
 	m.PaceWait("orders", 0.05)
+	// The order series, as an ordered route's first stats make them.
+	m.SetOrderWaiting("orders", 0)
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	srv := httptest.NewServer(gw)
 	defer srv.Close()

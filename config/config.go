@@ -475,6 +475,11 @@ type Route struct {
 	// Breaker stops trying an upstream that keeps failing (see Breaker).
 	// Empty (the default): no breaker.
 	Breaker Breaker `yaml:"breaker"`
+	// Order delivers a queue route's events one at a time per object, in
+	// the order they were acknowledged (see Order). Empty (the default):
+	// events are delivered in parallel, in no particular order. Only for
+	// delivery: queue.
+	Order Order `yaml:"order"`
 
 	// Line is the route's line in the file.
 	Line int `yaml:"-"`
@@ -484,6 +489,9 @@ type Route struct {
 	UpstreamURL *url.URL `yaml:"-"`
 	// Key is Idempotency.Key compiled.
 	Key *idkey.KeySpec `yaml:"-"`
+	// OrderBy and OrderStale are Order.By and Order.Stale compiled; nil
+	// when not written.
+	OrderBy, OrderStale *idkey.KeySpec `yaml:"-"`
 	// Verifier is Verify compiled.
 	Verifier verify.Verifier `yaml:"-"`
 	// ReplayGuard is true when the route's first key source is not covered

@@ -57,6 +57,7 @@ const (
 	// Of a queue route.
 	DefaultAckStatus        = 202
 	DefaultWorkers          = 8
+	DefaultOrderOnDead      = OnDeadContinue
 	DefaultRetryMaxAttempts = 16
 	DefaultRetryInitial     = 5 * time.Second
 	DefaultRetryMax         = time.Hour
@@ -124,6 +125,7 @@ func (r *Route) setDefaults() {
 	r.AckStatus = DefaultAckStatus
 	r.Workers = DefaultWorkers
 	r.Retry = Retry{MaxAttempts: DefaultRetryMaxAttempts, Initial: DefaultRetryInitial, Max: DefaultRetryMax}
+	r.Order.OnDead = DefaultOrderOnDead
 }
 
 // UnmarshalYAML applies the route defaults, then decodes the route over

@@ -425,6 +425,7 @@ func (b *builder) checkRoutes() {
 		b.checkRouteSettings(i)
 		b.checkEdge(i)
 		b.checkProtect(i)
+		b.checkOrder(i)
 		b.compileRoute(i)
 	}
 }

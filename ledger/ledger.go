@@ -109,6 +109,14 @@ type Ledger interface {
 	// Stats is the route's depth (age index size), DLQ size (dead index
 	// size) and oldest first-seen.
 	Stats(ctx context.Context, route string) (Stats, error)
+	// HandBacks hands back up to limit (0: all) ordered events whose turn
+	// came while they were parked (order.go): each gets a new pending
+	// token, which the transport's new entry or record carries and Begin
+	// adopts. An event handed back before is handed back again (its
+	// pending token unchanged) only once redo has passed since without its
+	// Begin (the instance due to produce its record died first); redo 0:
+	// never.
+	HandBacks(ctx context.Context, route string, redo time.Duration, limit int) ([]HandBack, error)
 }
 
 // Reservation is Reserve's input.
@@ -123,6 +131,14 @@ type Reservation struct {
 	// MaxDepth bounds the route's undelivered events (0: no bound);
 	// negative (RefuseNew): no new key is reserved (Full).
 	MaxDepth int
+	// Order is the event's order value on an ordered route ("" :
+	// unordered): the events of one value are begun one at a time, in the
+	// order their keys became queued (Confirm, or a Begin that adopts the
+	// reservation), which is when the value's sequence is taken. Stale,
+	// when not "", is the event's order.stale value (a decimal number): a
+	// head whose Stale is below the greatest of its value's delivered
+	// events is begun with Begun.Stale. See order.go.
+	Order, Stale string
 }
 
 // Reserved is Reserve's answer. State is Enqueued when the key was
@@ -149,4 +165,12 @@ type Begun struct {
 	// never settled it ("" when none): the record is read again after
 	// that owner died, stalled or lost its partition.
 	PrevOwner string
+	// Parked (ok false): the event is not its order value's head; its
+	// record is settled as parked (drop it, no try counted) and the event
+	// is handed back when it becomes the head.
+	Parked bool
+	// Stale (ok true): the event is older (order.stale) than one already
+	// delivered for its value; settle it as delivered with the skipped
+	// answer, without sending it.
+	Stale bool
 }

@@ -312,25 +312,25 @@ func Script(body string) *redis.Script { return redis.NewScript(luaSource(body))
 // luaSource is Script's source: the library functions body calls, then
 // body.
 func luaSource(body string) string {
-	use := make([]bool, len(luaLib))
+	use := make([]bool, len(fullLib))
 	use[0] = true // the state names
 	// Each function comes after those it calls: walking back once finds
 	// every function used.
-	for i := len(luaLib) - 1; i > 0; i-- {
-		if luaCalls(body, luaLib[i].name) {
+	for i := len(fullLib) - 1; i > 0; i-- {
+		if luaCalls(body, fullLib[i].name) {
 			use[i] = true
 		}
 		if !use[i] {
 			continue
 		}
 		for j := 1; j < i; j++ {
-			if luaCalls(luaLib[i].src, luaLib[j].name) {
+			if luaCalls(fullLib[i].src, fullLib[j].name) {
 				use[j] = true
 			}
 		}
 	}
 	var b strings.Builder
-	for i, f := range luaLib {
+	for i, f := range fullLib {
 		if use[i] {
 			b.WriteString(f.src)
 		}

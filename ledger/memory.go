@@ -75,6 +75,7 @@ type memLedgerRoute struct {
 	keys map[string]*memLedgerKey
 	age  map[string]int64  // eid -> first seen (ms): undelivered events
 	dead map[string]string // eid -> key: dead-lettered, not purged
+	ord  memOrders         // order values (order.go)
 }
 
 // memLedgerKey mirrors Redis's key hash; an empty string is an
@@ -96,6 +97,14 @@ type memLedgerKey struct {
 	died        int64     // ms
 	expires     time.Time // zero: never
 	size        int64     // counted in Memory.done (finished or purged)
+	// name is the key's name; ov its order value ("" unordered), os its
+	// sequence in it (0: none yet), sv its stale value when hasSV.
+	name  string
+	ppos  string // where its entry or record was parked
+	ov    string
+	os    int64
+	sv    float64
+	hasSV bool
 }
 
 // Key record states, as stored.
@@ -250,6 +259,7 @@ func (m *Memory) sweep(now time.Time) {
 		for name := range r.keys {
 			r.key(name, now)
 		}
+		r.ord.sweep(now)
 	}
 	live := m.order[:0]
 	for _, d := range m.order {
@@ -274,9 +284,11 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 			return Reserved{State: Full}, nil
 		}
 		first := ledgerMs(res.FirstSeen)
-		r.keys[res.Key] = &memLedgerKey{st: ledgerEnqueuing, eid: res.EventID, tok: res.Token, rtok: res.Token,
+		k := &memLedgerKey{st: ledgerEnqueuing, eid: res.EventID, tok: res.Token, rtok: res.Token,
 			fp: res.Fingerprint, n: 1, first: first, last: first,
 			expires: now.Add(time.Duration(ledgerTTL(res.Lease)) * time.Millisecond)}
+		k.orderOf(res)
+		r.keys[res.Key] = k
 		return Reserved{State: Enqueued, ID: res.EventID, Fingerprint: res.Fingerprint, Copies: 1}, nil
 	}
 	k.n++
@@ -314,6 +326,7 @@ func (m *Memory) adopt(r *memLedgerRoute, k *memLedgerKey) {
 	k.st = ledgerQueued
 	k.expires = time.Time{}
 	r.age[k.eid] = k.first
+	r.orderAssign(k)
 }
 
 // Abort implements Ledger.
@@ -361,10 +374,14 @@ func (m *Memory) Begin(_ context.Context, route, key, eid, tok, pos, owner strin
 	default:
 		return Begun{}, false, nil
 	}
+	gate := r.orderGate(k, pos)
+	if gate == gatePark {
+		return Begun{Parked: true}, false, nil
+	}
 	k.pos, k.owner = pos, owner
 	k.qa++
 	k.qt++
-	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt, PrevOwner: prev}, true, nil
+	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt, PrevOwner: prev, Stale: gate == gateStale}, true, nil
 }
 
 // revive moves a dead-lettered key back to queued for a replay.
@@ -376,6 +393,7 @@ func (m *Memory) revive(r *memLedgerRoute, k *memLedgerKey) {
 	m.uncount(k) // a purged key read again
 	r.age[k.eid] = k.first
 	delete(r.dead, k.eid)
+	r.orderAssign(k)
 }
 
 // Intend implements Ledger.
@@ -430,6 +448,7 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		k.expires = now.Add(time.Duration(ledgerTTL(s.Retention)) * time.Millisecond)
 		delete(r.age, eid)
 		m.remember(r, key, k)
+		r.orderDone(k, true, now.Add(time.Duration(ledgerTTL(s.Retention))*time.Millisecond))
 	case SettleRetry:
 		k.tok, k.ptok = s.NewToken, ""
 	default:
@@ -437,6 +456,9 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		k.dlq, k.reason, k.status, k.err, k.died = s.DLQPos, s.Reason, s.Status, s.Error, ledgerMs(s.At)
 		delete(r.age, eid)
 		r.dead[eid] = key
+		if !s.OrderHold {
+			r.orderDone(k, false, orderKeep(now, s.Retention))
+		}
 	}
 	return Recorded, nil
 }
@@ -509,6 +531,7 @@ func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Dura
 	if k := r.key(key, now); k != nil && k.st == ledgerDead && k.eid == eid {
 		k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
 		m.remember(r, key, k)
+		r.orderDone(k, false, orderKeep(now, retention))
 	}
 	return nil
 }
@@ -614,6 +637,7 @@ func (m *Memory) Delete(_ context.Context, route, key string) (KeyState, error) 
 		if r.dead[k.eid] == key {
 			delete(r.dead, k.eid)
 		}
+		r.orderDone(k, false, time.Time{})
 		r.forget(key, k)
 	}
 	return ks, err
@@ -625,7 +649,7 @@ func (m *Memory) Stats(_ context.Context, route string) (Stats, error) {
 	defer m.mu.Unlock()
 	m.sweep(m.now())
 	r := m.route(route)
-	st := Stats{Depth: int64(len(r.age)), DLQ: int64(len(r.dead))}
+	st := Stats{Depth: int64(len(r.age)), DLQ: int64(len(r.dead)), Waiting: r.ord.waiting}
 	var oldest int64
 	found := false
 	for _, first := range r.age {

@@ -71,6 +71,11 @@ type Settlement struct {
 	// ledgers do not store it: they list the tries they counted
 	// (Begun.Total).
 	Attempts int64
+	// OrderHold (SettleDead, ordered events): the dead event keeps its
+	// place at the head of its order value (order.on_dead: hold), so the
+	// later events of the value wait until it is replayed and delivered,
+	// or purged. false: the next event of the value goes.
+	OrderHold bool
 }
 
 // Settled is what Settle found.
@@ -100,6 +105,9 @@ type Stats struct {
 	// Oldest is when the oldest undelivered event was first seen; zero
 	// when Depth is 0.
 	Oldest time.Time
+	// Waiting counts the events parked behind an earlier event of the
+	// same order value (ordered routes; see Reservation.Order).
+	Waiting int64
 }
 
 // DeadEntry is one event in a DLQ listing.

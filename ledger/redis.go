@@ -179,7 +179,7 @@ func (l *Redis) evalSlice(ctx context.Context, op string, s *redis.Script, keys 
 
 var (
 	// KEYS: key hash, age. ARGV: eid, tok, fp, first ms, lease ms, max
-	// depth, now ms.
+	// depth, now ms, order value, stale value ("" none).
 	// Reply: {0, 1} reserved; key_seen's {1, n, st, eid, fp} or {2, n,
 	// rec} known; {3} full.
 	ledgerReserveScript = Script(`
@@ -192,25 +192,62 @@ if cap < 0 or cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
   return {3}
 end
 key_reserve(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+if (ARGV[8] or '') ~= '' then
+  redis.call('HSET', KEYS[1], 'ov', ARGV[8])
+  if ARGV[9] ~= '' then
+    redis.call('HSET', KEYS[1], 'sv', ARGV[9])
+  end
+end
 return {0, 1}
 `)
-	// KEYS: key hash, age. ARGV: tok. Reply: 1 confirmed (or adopted
-	// already), 0 gone or replaced.
-	ledgerConfirmScript = Script(`return key_confirm(KEYS[1], KEYS[2], ARGV[1])`)
+	// KEYS: key hash, age. ARGV: tok, order prefix, key. Reply: 1
+	// confirmed (or adopted already), 0 gone or replaced. An ordered key
+	// takes its sequence here (order.go).
+	ledgerConfirmScript = Script(`
+local st = redis.call('HGET', KEYS[1], 'st')
+local ok = key_confirm(KEYS[1], KEYS[2], ARGV[1])
+if ok == 1 and st == ENQ and ARGV[2] then
+  ord_assign(KEYS[1], ARGV[2], ARGV[3])
+end
+return ok
+`)
 	// KEYS: key hash. ARGV: tok. Reply: 1 removed, 0 left alone.
 	ledgerAbortScript = Script(`return key_abort(KEYS[1], ARGV[1])`)
-	// KEYS: key hash, age, dead. ARGV: eid, tok, pos, owner.
-	// Reply: {0} leftover; {1, qa, qt, fp, first, previous owner}.
+	// KEYS: key hash, age, dead. ARGV: eid, tok, pos, owner, order
+	// prefix, key.
+	// Reply: {0} leftover; {2} parked (order.go: the key is adopted or
+	// revived as the begin would, nothing counted); {1, qa, qt, fp,
+	// first, previous owner, 1 when stale}.
 	ledgerBeginScript = Script(`
 local how, h = key_can_begin(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
 if not how then
   return {0}
 end
+local gate = nil
+if ARGV[5] then
+  if h[1] == ENQ or h[1] == DEAD then
+    ord_assign(KEYS[1], ARGV[5], ARGV[6])
+  end
+  gate = ord_gate(KEYS[1], ARGV[5], ARGV[6], ARGV[3])
+end
+if gate == 'park' then
+  if h[1] == ENQ then
+    redis.call('HSET', KEYS[1], 'st', QUEUED)
+    key_undelivered(KEYS[1], KEYS[2], ARGV[1], h[6])
+  elseif h[1] == DEAD then
+    redis.call('HDEL', KEYS[3], ARGV[1])
+    key_replay(KEYS[1], KEYS[2], ARGV[1], ARGV[2], h[6])
+  elseif how == 'pending' then
+    redis.call('HSET', KEYS[1], 'tok', ARGV[2])
+    redis.call('HDEL', KEYS[1], 'ptok')
+  end
+  return {2}
+end
 if h[1] == DEAD then
   redis.call('HDEL', KEYS[3], ARGV[1])
 end
 local qa, qt, prev = key_begin(KEYS[1], KEYS[2], h, how, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-return {1, qa, qt, h[5] or '', h[6] or '', prev}
+return {1, qa, qt, h[5] or '', h[6] or '', prev, gate == 'stale' and 1 or 0}
 `)
 	// KEYS: key hash. ARGV: eid, tok, owner, next.
 	// Reply: 1 recorded, 0 not the owner, -1 stale (nothing changed).
@@ -219,6 +256,9 @@ return {1, qa, qt, h[5] or '', h[6] or '', prev}
 	//   done:  rec, retention ms
 	//   retry: new tok
 	//   dead:  dlq pos, reason, status, error, died ms
+	// padded to 10, then the order prefix, 1 for on_dead: hold, and the
+	// retention ms ("" none) an ordered value keeps its stale value for
+	// when a dead letter empties its line.
 	// Reply: 1 recorded, 0 not the owner, -1 stale (nothing changed).
 	ledgerSettleScript = Script(`
 local adopted = nil
@@ -231,11 +271,17 @@ if c then
 end
 if ARGV[4] == 'done' then
   key_finish(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7])
+  if ARGV[11] then
+    ord_done(KEYS[1], ARGV[11], ARGV[5], true, ARGV[7])
+  end
 elseif ARGV[4] == 'retry' then
   key_retry(KEYS[1], ARGV[6])
 else
   key_dead(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
+  if ARGV[11] and ARGV[12] ~= '1' then
+    ord_done(KEYS[1], ARGV[11], ARGV[5], false, ARGV[13] ~= '' and ARGV[13] or nil)
+  end
 end
 return 1
 `)
@@ -264,7 +310,8 @@ if not e then
 end
 return {1, k, d[1] or '', e[1], e[2], e[3], e[4], e[5], e[6]}
 `)
-	// KEYS: dead, age. ARGV: eid, dlq pos, tok, key hash prefix.
+	// KEYS: dead, age. ARGV: eid, dlq pos, tok, key hash prefix, order
+	// prefix.
 	// Reply: 1 replayed, 0 not dead-lettered at that position.
 	ledgerReplayScript = Script(`
 local k = redis.call('HGET', KEYS[1], ARGV[1])
@@ -274,9 +321,12 @@ if not d or (d[1] or '') ~= ARGV[2] then
 end
 key_replay(ARGV[4] .. k, KEYS[2], ARGV[1], ARGV[3], d[2])
 redis.call('HDEL', KEYS[1], ARGV[1])
+if ARGV[5] then
+  ord_assign(ARGV[4] .. k, ARGV[5], k)
+end
 return 1
 `)
-	// KEYS: dead. ARGV: eid, retention ms, key hash prefix.
+	// KEYS: dead. ARGV: eid, retention ms, key hash prefix, order prefix.
 	// Reply: 1 purged, 0 not dead-lettered.
 	ledgerPurgeScript = Script(`
 local k = redis.call('HGET', KEYS[1], ARGV[1])
@@ -285,6 +335,9 @@ if not k then
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 key_purge(ARGV[3] .. k, ARGV[1], ARGV[2])
+if ARGV[4] and key_dead_at(ARGV[3] .. k, ARGV[1]) then
+  ord_done(ARGV[3] .. k, ARGV[4], k, false, ARGV[2])
+end
 return 1
 `)
 	// KEYS: dead. ARGV: scan cursor, last eid listed from its batch (""
@@ -337,19 +390,24 @@ end
 out[1] = cur
 return out
 `)
-	// KEYS: key hash, age, dead. ARGV: key.
+	// KEYS: key hash, age, dead. ARGV: key, order prefix.
 	// Reply: the key hash as it was (HGETALL), now deleted.
 	ledgerDeleteScript = Script(`
+if ARGV[2] then
+  ord_done(KEYS[1], ARGV[2], ARGV[1], false, nil)
+end
 local h, eid = key_delete(KEYS[1], KEYS[2])
 if eid and redis.call('HGET', KEYS[3], eid) == ARGV[1] then
   redis.call('HDEL', KEYS[3], eid)
 end
 return h
 `)
-	// KEYS: age, dead. Reply: {depth, dlq size, oldest first seen ("" none)}.
+	// KEYS: age, dead, order waiting count. Reply: {depth, dlq size,
+	// oldest first seen ("" none), waiting}.
 	ledgerStatsScript = redis.NewScript(`
 local o = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {redis.call('ZCARD', KEYS[1]), redis.call('HLEN', KEYS[2]), o[2] or ''}
+local w = KEYS[3] and tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+return {redis.call('ZCARD', KEYS[1]), redis.call('HLEN', KEYS[2]), o[2] or '', w}
 `)
 )
 
@@ -359,7 +417,7 @@ func (l *Redis) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 	defer cancel()
 	keys := []string{l.keyHash(r.Route, r.Key), l.ageSet(r.Route)}
 	res, err := l.evalSlice(ctx, "reserve", ledgerReserveScript, keys, r.EventID, r.Token, r.Fingerprint,
-		ledgerMs(r.FirstSeen), ledgerTTL(r.Lease), r.MaxDepth, ledgerMs(l.now()))
+		ledgerMs(r.FirstSeen), ledgerTTL(r.Lease), r.MaxDepth, ledgerMs(l.now()), r.Order, r.Stale)
 	if err != nil {
 		return Reserved{}, err
 	}
@@ -402,7 +460,7 @@ func (l *Redis) flag(ctx context.Context, op string, s *redis.Script, keys []str
 
 // Confirm implements Ledger.
 func (l *Redis) Confirm(ctx context.Context, route, key, tok string) (bool, error) {
-	return l.flag(ctx, "confirm", ledgerConfirmScript, []string{l.keyHash(route, key), l.ageSet(route)}, tok)
+	return l.flag(ctx, "confirm", ledgerConfirmScript, []string{l.keyHash(route, key), l.ageSet(route)}, tok, l.orderPrefix(route), key)
 }
 
 // Abort implements Ledger.
@@ -416,13 +474,16 @@ func (l *Redis) Begin(ctx context.Context, route, key, eid, tok, pos, owner stri
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
-	res, err := l.evalSlice(ctx, "begin", ledgerBeginScript, keys, eid, tok, pos, owner)
+	res, err := l.evalSlice(ctx, "begin", ledgerBeginScript, keys, eid, tok, pos, owner, l.orderPrefix(route), key)
 	if err != nil {
 		return Begun{}, false, err
 	}
 	code, ok := ledgerElem[int64](res, 0)
 	if ok && code == 0 && len(res) == 1 {
 		return Begun{}, false, nil
+	}
+	if ok && code == 2 && len(res) == 1 {
+		return Begun{Parked: true}, false, nil
 	}
 	qa, ok1 := ledgerElem[int64](res, 1)
 	qt, ok2 := ledgerElem[int64](res, 2)
@@ -433,7 +494,8 @@ func (l *Redis) Begin(ctx context.Context, route, key, eid, tok, pos, owner stri
 		return Begun{}, false, ledgerCorrupt("begin", res)
 	}
 	prev, _ := ledgerElem[string](res, 5)
-	return Begun{Fingerprint: fp, FirstSeen: ledgerTime(ms), Try: qa, Total: qt, PrevOwner: prev}, true, nil
+	stale, _ := ledgerElem[int64](res, 6)
+	return Begun{Fingerprint: fp, FirstSeen: ledgerTime(ms), Try: qa, Total: qt, PrevOwner: prev, Stale: stale == 1}, true, nil
 }
 
 // Settle implements Ledger.
@@ -457,6 +519,18 @@ func (l *Redis) Settle(ctx context.Context, route, key, eid, tok, owner string, 
 		args[3] = "dead"
 		args = append(args, s.DLQPos, s.Reason, s.Status, s.Error, ledgerMs(s.At))
 	}
+	for len(args) < 10 {
+		args = append(args, "")
+	}
+	hold := "0"
+	if s.OrderHold {
+		hold = "1"
+	}
+	keep := ""
+	if s.Retention > 0 {
+		keep = strconv.FormatInt(ledgerTTL(s.Retention), 10)
+	}
+	args = append(args, l.orderPrefix(route), hold, keep)
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
@@ -517,7 +591,7 @@ func (l *Redis) Dead(ctx context.Context, route, eid, next string) (string, stri
 // Replay implements Ledger.
 func (l *Redis) Replay(ctx context.Context, route, eid, dlqPos, tok string) error {
 	ok, err := l.flag(ctx, "replay", ledgerReplayScript, []string{l.deadIndex(route), l.ageSet(route)},
-		eid, dlqPos, tok, l.keyPrefix(route))
+		eid, dlqPos, tok, l.keyPrefix(route), l.orderPrefix(route))
 	if err == nil && !ok {
 		err = ErrNotFound
 	}
@@ -527,7 +601,7 @@ func (l *Redis) Replay(ctx context.Context, route, eid, dlqPos, tok string) erro
 // Purge implements Ledger.
 func (l *Redis) Purge(ctx context.Context, route, eid string, retention time.Duration) error {
 	ok, err := l.flag(ctx, "purge", ledgerPurgeScript, []string{l.deadIndex(route)},
-		eid, ledgerTTL(retention), l.keyPrefix(route))
+		eid, ledgerTTL(retention), l.keyPrefix(route), l.orderPrefix(route))
 	if err == nil && !ok {
 		err = ErrNotFound
 	}
@@ -632,7 +706,7 @@ func (l *Redis) Delete(ctx context.Context, route, key string) (KeyState, error)
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
-	res, err := l.evalSlice(ctx, "delete", ledgerDeleteScript, keys, key)
+	res, err := l.evalSlice(ctx, "delete", ledgerDeleteScript, keys, key, l.orderPrefix(route))
 	if err != nil {
 		return KeyState{}, err
 	}
@@ -643,17 +717,18 @@ func (l *Redis) Delete(ctx context.Context, route, key string) (KeyState, error)
 func (l *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
-	res, err := l.evalSlice(ctx, "stats", ledgerStatsScript, []string{l.ageSet(route), l.deadIndex(route)})
+	res, err := l.evalSlice(ctx, "stats", ledgerStatsScript, []string{l.ageSet(route), l.deadIndex(route), l.orderPrefix(route) + "w"})
 	if err != nil {
 		return Stats{}, err
 	}
 	depth, ok1 := ledgerElem[int64](res, 0)
 	dlq, ok2 := ledgerElem[int64](res, 1)
 	oldest, ok3 := ledgerElem[string](res, 2)
-	if !ok1 || !ok2 || !ok3 || len(res) != 3 {
+	waiting, ok4 := ledgerElem[int64](res, 3)
+	if !ok1 || !ok2 || !ok3 || !ok4 || len(res) != 4 {
 		return Stats{}, ledgerCorrupt("stats", res)
 	}
-	st := Stats{Depth: depth, DLQ: dlq}
+	st := Stats{Depth: depth, DLQ: dlq, Waiting: waiting}
 	if oldest != "" {
 		ms, err := strconv.ParseFloat(oldest, 64)
 		if err != nil {

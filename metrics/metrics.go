@@ -71,9 +71,11 @@ type Metrics struct {
 	DLQPurges     *prometheus.CounterVec   // webhook_dlq_purges_total{route}
 	KafkaLag      *prometheus.GaugeVec     // kafka_consumer_lag{route} (queue.backend kafka)
 	queueRoutes   sync.Map                 // route -> struct{}: its queue series exist
+	orderRoutes   sync.Map                 // route -> struct{}: its order series exist
 
 	// Route controls (control.go): pause, breaker, pace.
 	controls
+	ordering
 }
 
 // Outcome label values of webhook_processing_duration_seconds and of the
@@ -228,6 +230,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	// Delivery queue (delivery queue owner's block).
 	m.newQueue(reg)
 	m.newControls(reg)
+	m.newOrdering(reg)
 	return m
 }
 

@@ -197,4 +197,5 @@ func (m *Metrics) ForgetQueueRoute(route string) {
 	m.QueueLag.DeleteLabelValues(route)
 	m.KafkaLag.DeleteLabelValues(route)
 	m.DLQFill.DeleteLabelValues(route)
+	m.OrderWaiting.DeleteLabelValues(route)
 }

@@ -1,8 +1,9 @@
 /*
  * order.pml -- per-object order on a queue route, for SPIN: the order
- * gate the route's `order.by` is to put in the key ledger's begin (the
- * design of the delivery-control issue; not built yet: this model is the
- * gate's specification, checked before the code).
+ * gate the route's `order.by` puts in the key ledger's begin (built in
+ * ledger/order.go, the Streams queue's scripts in queue/redis.go and the
+ * Kafka backend's queue/kafka/order.go; see THE CODE below for where it
+ * departs from this model).
  *
  * K events of one `order.by` value are acknowledged in sequence 1..K (the
  * sequence assigned in the same step as the durable enqueue). N instances'
@@ -36,6 +37,34 @@
  *      by an instance that died or stalled may arrive late).
  *   O3 "none stuck" (-DLIVE, weak fairness): every acknowledged event is
  *      eventually finished.
+ *
+ * THE CODE, and where it departs from the model
+ *   head     is the least sequence in the value's line (a zset of its
+ *            undelivered events; leaving it is "finished"), so a key an
+ *            operator deletes also lets the next one go.
+ *   hand-back  Redis Streams: in the settle's (purge's, delete's) script,
+ *            a new live token and XADD, as modelled. Memory queue: under
+ *            the queue's lock in the same step, but the new token is the
+ *            key's pending one (as Kafka's), adopted by the begin of the
+ *            handed-back entry; the old token stays live with no entry
+ *            carrying it (the parked one was dropped), so of any two
+ *            copies the first begun wins, as with ev_tok++. Kafka:
+ *            SPLIT_HANDBACK; the settle makes the parked head due, the
+ *            produce (of the record read back from its parked position)
+ *            is its own step, and the sweeper hands a due head back
+ *            again after the backend's hand-back redo (30 s), with the SAME
+ *            pending token (not a new one per hand-back as here), so a
+ *            consumer slower than the redo is never raced by a chain of
+ *            fresh tokens; two records with one token are one event.
+ *   replay   with on_dead: continue (not modelled) the replayed event
+ *            takes a new sequence: delivered after the events of its
+ *            value queued before the replay.
+ *   stale    (order.stale) is not modelled: the head is begun, found
+ *            older than the greatest delivered stale value of its value,
+ *            and settled as delivered with the skipped answer.
+ *   The stall excuse (O1, O2) is the documented limit: a copy sent by an
+ *   instance that stalled past its lease can reach the upstream after a
+ *   later event of its value (docs/queue.md).
  *
  * MUTATIONS (each must be caught): NO_GATE (begin ignores head: O1 or
  * O2), ADVANCE_ON_RETRY (a retry moves head: O2), NO_HANDBACK (a parked

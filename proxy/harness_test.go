@@ -183,7 +183,8 @@ func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *ha
 			if r.Queued() {
 				routes = append(routes, queue.Route{Name: r.Name, Workers: r.Workers, MaxDepth: cfg.Queue.MaxDepth,
 					Retention: r.Retention, LockTTL: cfg.Dedupe.LockTTL, Shards: 1,
-					Retry: queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max}})
+					Retry:   queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max},
+					Ordered: r.Ordered(), OrderHold: r.Order.OnDead == config.OnDeadHold})
 			}
 		}
 		if err := qm.Apply(t.Context(), routes); err != nil {

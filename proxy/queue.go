@@ -126,9 +126,9 @@ func (g *Gateway) enqueue(d *delivery, key string) (queue.Ack, error) {
 	req := newRequest(&d.in, rt.routeURI(&d.in, d.path), d.body, d.key, d.reqID, d.trace, d.t.trusted(d.in.remoteAddr))
 	req.RouteRelative = true
 	ctx := d.in.context()
-	ack, err := g.queue.Enqueue(ctx, queue.Entry{
-		Route: rt.Name, Key: key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start,
-	})
+	e := queue.Entry{Route: rt.Name, Key: key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start}
+	e.Order, e.Stale = orderOf(rt, &d.in, d.body)
+	ack, err := g.queue.Enqueue(ctx, e)
 	if err != nil {
 		return ack, unavailable(ctx, queueUnavailable, err)
 	}
@@ -426,4 +426,26 @@ func (g *Gateway) queueRecord(d *delivery, k *dedupe.Key) (done bool, err error)
 		return true, g.ackQueued(d, ks.EventID, true)
 	}
 	return false, nil
+}
+
+// orderOf is an event's order value and stale value on an ordered route
+// (order.by, order.stale): "" when the route is unordered, or the event
+// has no value (delivered unordered, and counted by the queue) or one
+// that is not a key (too long, control characters). A stale value that is
+// neither a number nor an RFC 3339 time is none: the event is never
+// skipped.
+func orderOf(rt *route, in *inbound, body []byte) (order, stale string) {
+	if rt.OrderBy == nil {
+		return "", ""
+	}
+	order, err := rt.OrderBy.Derive(in.header, in.rawQuery, body)
+	if err != nil {
+		return "", ""
+	}
+	if rt.OrderStale != nil {
+		if raw, err := rt.OrderStale.Derive(in.header, in.rawQuery, body); err == nil {
+			stale, _ = queue.StaleValue(raw)
+		}
+	}
+	return order, stale
 }

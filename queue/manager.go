@@ -62,6 +62,10 @@ type Route struct {
 	// them while the upstream keeps failing (zero: neither).
 	Pace    control.Pace
 	Breaker control.Breaker
+	// Ordered: the route has order.by; an event enqueued without an order
+	// value is counted as unordered. OrderHold (order.on_dead: hold): a
+	// dead-lettered event holds the later events of its value.
+	Ordered, OrderHold bool
 }
 
 // Options configure a Manager.
@@ -207,7 +211,16 @@ func (m *Manager) Enqueue(ctx context.Context, e Entry) (Ack, error) {
 	if rn.dlqFull.Load() {
 		depth = RefuseNew
 	}
-	return m.o.Backend.Enqueue(ctx, e, depth)
+	if !rn.cfg.Ordered {
+		e.Order, e.Stale = "", ""
+	}
+	ack, err := m.o.Backend.Enqueue(ctx, e, depth)
+	if err == nil && ack.State == Enqueued && rn.cfg.Ordered && e.Order == "" {
+		if or, ok := m.o.Metrics.(OrderRecorder); ok {
+			or.QueueUnordered(e.Route)
+		}
+	}
+	return ack, err
 }
 
 // fillRecorder is a Recorder that also shows how full a route's DLQ is
@@ -492,6 +505,9 @@ func (rn *runner) stats() {
 	}
 	rn.dlqBound(st)
 	rn.m.o.Metrics.SetQueueStats(rn.cfg.Name, st.Depth, st.DLQ, lag)
+	if or, ok := rn.m.o.Metrics.(OrderRecorder); ok && rn.cfg.Ordered {
+		or.SetOrderWaiting(rn.cfg.Name, st.Waiting)
+	}
 	if st.DLQ == 0 && rn.m.o.OnDrained != nil {
 		rn.m.o.OnDrained(rn.cfg.Name)
 	}
@@ -524,8 +540,14 @@ func (rn *runner) try(l Lease, probe bool) {
 	rn.backendError("begin", err)
 	if err != nil || !ok {
 		// A failed Begin leaves the entry with this instance: it is taken
-		// over after lock_ttl. A leftover was dropped.
+		// over after lock_ttl. A leftover was dropped, and so was the
+		// entry of an ordered event parked behind an earlier one of its
+		// value (it is handed back when its turn comes).
 		rn.forget(l)
+		return
+	}
+	if j.Stale {
+		rn.skip(j, start)
 		return
 	}
 	res := rn.m.o.Sender.Send(rn.work, name, j.Payload, j.Total)
@@ -539,6 +561,10 @@ func (rn *runner) try(l Lease, probe bool) {
 	probe = false
 	now := time.Now()
 	s := rn.cfg.Retry.decide(j, res, now, rn.m.o.Jitter())
+	s.OrderHold = rn.cfg.OrderHold
+	// Also for a dead letter: how long an ordered value whose last event
+	// died keeps its greatest stale value.
+	s.Retention = rn.cfg.Retention
 	if s.Kind == SettleDelivered {
 		s.Outcome = res.Outcome
 		s.Outcome.Fingerprint = j.Fingerprint
@@ -636,4 +662,28 @@ func (rn *runner) dlqBound(st Stats) {
 	case !full && was:
 		rn.m.log.Info("queue: the route's dead-letter queue is below its bound again; new events are queued", "route", c.Name, "dlq", st.DLQ, "dlq_bytes", st.DLQBytes)
 	}
+}
+
+// skip settles an ordered event older (order.stale) than one already
+// delivered for its value: finished with the skipped answer, not sent.
+func (rn *runner) skip(j Job, start time.Time) {
+	// A breaker probe that skips is given back by try (no answer to
+	// report).
+	now := time.Now()
+	s := Settlement{Kind: SettleDelivered, Outcome: SkippedOutcome(j.Fingerprint), Retention: rn.cfg.Retention, At: now}
+	got, err := rn.settle(j, s, start.Add(rn.cfg.LockTTL-time.Second))
+	rn.forget(j.Lease)
+	if err != nil {
+		rn.m.log.Error("queue: could not record a stale event as skipped; it will be looked at again after lock_ttl",
+			"route", rn.cfg.Name, "key", j.Key, "id", j.EventID, "error", err)
+		return
+	}
+	if got != Recorded {
+		return
+	}
+	if or, ok := rn.m.o.Metrics.(OrderRecorder); ok {
+		or.QueueSkipped(rn.cfg.Name, SkipStale)
+	}
+	rn.m.log.Info("queue: event skipped: older than one already delivered for its order value",
+		"route", rn.cfg.Name, "key", j.Key, "id", j.EventID)
 }

@@ -115,7 +115,8 @@ func (m *Memory) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error
 	defer m.mu.Unlock()
 	eid, tok := newEventID(0), newToken()
 	res, err := m.keys.Reserve(ctx, ledger.Reservation{Route: e.Route, Key: e.Key, Fingerprint: e.Fingerprint,
-		EventID: eid, Token: tok, FirstSeen: e.FirstSeen, Lease: memReservation, MaxDepth: maxDepth})
+		EventID: eid, Token: tok, FirstSeen: e.FirstSeen, Lease: memReservation, MaxDepth: maxDepth,
+		Order: e.Order, Stale: e.Stale})
 	if err != nil {
 		return Ack{}, err
 	}
@@ -202,7 +203,7 @@ func (m *Memory) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 		return Job{}, false, err
 	}
 	p.since = m.now()
-	return Job{Lease: l, Payload: ev.payload, FirstSeen: b.FirstSeen, Fingerprint: b.Fingerprint, Try: b.Try, Total: b.Total}, true, nil
+	return Job{Lease: l, Payload: ev.payload, FirstSeen: b.FirstSeen, Fingerprint: b.Fingerprint, Try: b.Try, Total: b.Total, Stale: b.Stale}, true, nil
 }
 
 func notOwner(l Lease) error {
@@ -233,6 +234,7 @@ func (m *Memory) Settle(ctx context.Context, consumer string, j Job, s Settlemen
 	if got != Recorded {
 		return got, nil
 	}
+	m.handBackParked(r, j.Route)
 	switch s.Kind {
 	case SettleDelivered:
 		delete(r.events, j.EventID)
@@ -408,6 +410,7 @@ func (m *Memory) Purge(ctx context.Context, route, id string, retention time.Dur
 	if err := m.keys.Purge(ctx, route, id, retention); err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
+	m.handBackParked(r, route)
 	r.drop(id, true)
 	return nil
 }
@@ -427,8 +430,22 @@ func (m *Memory) Delete(ctx context.Context, route, key string) (KeyState, error
 	defer m.mu.Unlock()
 	ks, err := m.keys.Delete(ctx, route, key)
 	r := m.route(route)
+	m.handBackParked(r, route)
 	if ev := r.events[ks.EventID]; ev != nil && ev.key == key {
 		r.drop(ks.EventID, true)
 	}
 	return ks, err
+}
+
+// handBackParked makes a ready entry for each ordered event the ledger
+// handed back (its value's head moved to it while it was parked), under
+// the queue's lock, so that the hand-back is one step with the settle,
+// purge or delete that moved the head.
+func (m *Memory) handBackParked(r *memRoute, route string) {
+	hs, _ := m.keys.HandBacks(context.Background(), route, 0, 0) // a memory ledger does not fail
+	for _, h := range hs {
+		if r.events[h.EventID] != nil {
+			m.push(r, h.EventID, h.Token, h.Key)
+		}
+	}
 }

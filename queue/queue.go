@@ -51,6 +51,12 @@ type Entry struct {
 	// never looks inside.
 	Payload   []byte
 	FirstSeen time.Time
+	// Order is the event's order.by value on an ordered route ("" :
+	// unordered): the events of one value are delivered one at a time, in
+	// the order Enqueue stored them. Stale is its order.stale value, a
+	// decimal number (StaleValue; "" : none). See package ledger's
+	// order.go.
+	Order, Stale string
 }
 
 // Ack is Enqueue's answer.
@@ -101,6 +107,10 @@ type Job struct {
 	// included; Total counts every try of the event, across replays: it is
 	// the X-Clawgate-Attempt header.
 	Try, Total int64
+	// Stale: the event is older (order.stale) than one already delivered
+	// for its order value: it is settled as delivered with the skipped
+	// answer (SkippedOutcome), not sent.
+	Stale bool
 }
 
 // The key record's types and errors are owned by package ledger, which

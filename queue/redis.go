@@ -153,6 +153,13 @@ func (r *Redis) dlqBytes(route string, shard int) string {
 	return r.prefix + "webhook_dlq_bytes:" + r.tag(route, shard)
 }
 
+// orderPrefix names the shard's order keys without their suffix (package
+// ledger's order.go); keyPrefix its key hashes without the key.
+func (r *Redis) orderPrefix(route string, shard int) string {
+	return r.prefix + "webhook_ord:" + r.tag(route, shard)
+}
+func (r *Redis) keyPrefix(route string, shard int) string { return r.keyHash(route, shard, "") }
+
 func (r *Redis) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.timeout)
 }
@@ -324,7 +331,8 @@ func shardOfID(id string, shards int) (int, bool) {
 var (
 	// KEYS: key hash, event, stream, age, and with CheckSyncRecords the
 	// sync store's lock, record and attempts of the key.
-	// ARGV: eid, tok, fp, now ms, payload, max depth, key.
+	// ARGV: eid, tok, fp, now ms, payload, max depth, key, order value,
+	// stale value, order prefix.
 	// Reply: {0, 1} enqueued; ledger.ReadSeen's {1, n, st, eid, fp}
 	// pending or {2, n, rec} finished (here, or by the sync route the
 	// route was: then n is the sync counter, counted as a sync claim
@@ -356,6 +364,13 @@ if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[6]) then
   return {3}
 end
 key_queue(KEYS[1], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'ov', ARGV[8])
+  if ARGV[9] ~= '' then
+    redis.call('HSET', KEYS[1], 'sv', ARGV[9])
+  end
+  ord_assign(KEYS[1], ARGV[10], ARGV[7])
+end
 redis.call('HSET', KEYS[2], 'key', ARGV[7], 'req', ARGV[5], 'first', ARGV[4])
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[7])
 return {0, 1}
@@ -363,11 +378,13 @@ return {0, 1}
 	// KEYS: key hash, event, stream, age. ARGV: entry id, eid, tok,
 	// consumer, delivery count the lease was handed out with (1 for a
 	// read; each takeover raises it, so a takeover by the same consumer is
-	// told apart).
+	// told apart), order prefix, key.
 	// Reply: {0} leftover (dropped); {2} not the owner (nothing changed:
 	// another consumer, or a later takeover, holds the entry; or nobody
-	// does while the key still names it);
-	// {1, qa, qt, payload, first, fp}. The owner check and the renewal
+	// does while the key still names it); {3} parked behind an earlier
+	// event of its order value (the entry dropped, nothing counted; the
+	// settle that makes it the head hands it back);
+	// {1, qa, qt, payload, first, fp, 1 when stale}. The owner check and the renewal
 	// (XCLAIM to the same consumer, JUSTID: idle back to 0, delivery count
 	// unchanged) make the lease run from the begin, not from the read: a
 	// consumer that stalled past lock_ttl before beginning cannot begin
@@ -400,6 +417,14 @@ end
 if not owned then
   return {2}
 end
+local gate = ARGV[6] and ord_gate(KEYS[1], ARGV[6], ARGV[7], ARGV[1])
+if gate == 'park' then
+  if group then
+    redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
+  end
+  redis.call('XDEL', KEYS[3], ARGV[1])
+  return {3}
+end
 if group then
   redis.call('XCLAIM', KEYS[3], 'clawgate', ARGV[4], 0, ARGV[1], 'JUSTID')
 end
@@ -409,17 +434,22 @@ local qa, qt = key_begin(KEYS[1], KEYS[4], h, how, ARGV[2], ARGV[3], ARGV[1])
 -- when it requeues after Redis lost the stream, and must leave a begun
 -- entry alone. Drop it once no such release runs.
 redis.call('HSET', KEYS[1], 'ent', ARGV[1])
-return {1, qa, qt, ev[1], ev[2], h[5] or ''}
+return {1, qa, qt, ev[1], ev[2], h[5] or '', gate == 'stale' and 1 or 0}
 `)
 	// KEYS: key hash, event, stream, retry, age, dlq, dlq bytes.
 	// ARGV: entry id, consumer, eid, tok, kind, now ms, key, then
 	//   done:  record, retention ms
 	//   retry: new tok, due ms
 	//   dead:  reason, status, error
+	// padded to 10, then the order prefix, the key hashes' prefix, a token
+	// for an event handed back, 1 for on_dead: hold, and the retention ms
+	// ("" none) an ordered value keeps its stale value for when a dead
+	// letter empties its line.
 	// Reply: 1 recorded, 0 not the owner (nothing changed), -1 leftover
 	// (entry dropped, nothing recorded). When the group is gone (Redis lost
-	// the stream), the key's token alone decides.
-	settleScript = ledger.Script(`
+	// the stream), the key's token alone decides. The head of an order
+	// value that settles hands the next event back when it was parked.
+	settleScript = ledger.Script(handBackLua + `
 local p = redis.pcall('XPENDING', KEYS[3], 'clawgate', ARGV[1], ARGV[1], 1)
 if type(p) == 'table' and p.err then
   if not string.find(p.err, 'NOGROUP', 1, true) then
@@ -442,6 +472,9 @@ end
 if ARGV[5] == 'done' then
   key_finish(KEYS[1], KEYS[5], eid, ARGV[8], ARGV[9])
   redis.call('DEL', KEYS[2])
+  if ARGV[11] then
+    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], true, ARGV[9]), ARGV[13])
+  end
 elseif ARGV[5] == 'retry' then
   key_retry(KEYS[1], ARGV[8])
   redis.call('ZADD', KEYS[4], ARGV[9], eid .. '|' .. ARGV[8] .. '|' .. ARGV[7])
@@ -452,6 +485,9 @@ else
   -- beside this one in a rolling upgrade, replay, purge and reset by it
   redis.call('HSET', KEYS[2], 'dlq', id)
   redis.call('INCRBY', KEYS[7], redis.call('HSTRLEN', KEYS[2], 'req'))
+  if ARGV[11] and ARGV[14] ~= '1' then
+    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], false, ARGV[15] ~= '' and ARGV[15] or nil), ARGV[13])
+  end
 end
 return 1
 `)
@@ -469,7 +505,9 @@ end
 return #due
 `)
 	// KEYS: key hash, event, stream, dlq, age, dlq bytes. ARGV: eid, new
-	// tok, key. Reply: 1 replayed, 0 not in the DLQ (or purged: no body).
+	// tok, key, order prefix. Reply: 1 replayed, 0 not in the DLQ (or
+	// purged: no body). An ordered event dead-lettered with on_dead: hold
+	// keeps its place; else it goes to the back of its value.
 	// The DLQ entry is the event's dlq (written by every release; an
 	// earlier one may have dead-lettered the event again after replaying
 	// it, leaving the key's stale), and the details an earlier release
@@ -487,12 +525,17 @@ if redis.call('DECRBY', KEYS[6], #e[2]) < 0 then
 end
 redis.call('HDEL', KEYS[2], 'dlq', 'reason', 'status', 'err', 'died', 'attempts')
 key_replay(KEYS[1], KEYS[5], ARGV[1], ARGV[2], d[2])
+if ARGV[4] then
+  ord_assign(KEYS[1], ARGV[4], ARGV[3])
+end
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
 return 1
 `)
-	// KEYS: key hash, event, dlq, dlq bytes. ARGV: eid, retention ms.
-	// Reply: 1 purged, 0 not in the DLQ.
-	purgeScript = ledger.Script(`
+	// KEYS: key hash, event, dlq, dlq bytes, stream. ARGV: eid,
+	// retention ms, order prefix, key hashes' prefix, key, a token for an
+	// event handed back. Reply: 1 purged, 0 not in the DLQ. An ordered
+	// event held at its value's head (on_dead: hold) lets the next go.
+	purgeScript = ledger.Script(handBackLua + `
 local d = key_dead_at(KEYS[1], ARGV[1])
 local pos = d and (redis.call('HGET', KEYS[2], 'dlq') or d[1])
 if not pos then
@@ -504,13 +547,21 @@ if redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', KEYS[2], 'req')) < 0 then
 end
 redis.call('DEL', KEYS[2])
 key_purge(KEYS[1], ARGV[1], ARGV[2])
+if ARGV[3] then
+  hand_back(ARGV[3], ARGV[4], KEYS[5], ord_done(KEYS[1], ARGV[3], ARGV[5], false, ARGV[2]), ARGV[6])
+end
 return 1
 `)
-	// KEYS: key hash, age, dlq, dlq bytes. ARGV: the event hashes' name
-	// without the event id. Deletes the key and its event (out of the
-	// DLQ); leftover entries are dropped by Begin or Settle.
+	// KEYS: key hash, age, dlq, dlq bytes, stream. ARGV: the event
+	// hashes' name without the event id, order prefix, key hashes'
+	// prefix, key, a token for an event handed back. Deletes the key and
+	// its event (out of the DLQ); leftover entries are dropped by Begin or
+	// Settle; an ordered event's value goes on without it.
 	// Reply: the key hash as it was (HGETALL).
-	deleteScript = ledger.Script(`
+	deleteScript = ledger.Script(handBackLua + `
+if ARGV[2] then
+  hand_back(ARGV[2], ARGV[3], KEYS[5], ord_done(KEYS[1], ARGV[2], ARGV[4], false, nil), ARGV[5])
+end
 local h, eid, dead, pos = key_delete(KEYS[1], KEYS[2])
 if eid then
   local ev = ARGV[1] .. eid
@@ -631,6 +682,11 @@ return 1
 func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error) {
 	shards := r.Shards(e.Route)
 	shard := r.shardOf(e.Route, e.Key)
+	if e.Order != "" {
+		// Every event of an order value in one shard: the value's line
+		// and its keys in one slot (see ordered).
+		shard = r.shardOf(e.Route, e.Order)
+	}
 	eid := newEventID(shard)
 	perShard := (maxDepth + shards - 1) / shards
 	ctx, cancel := r.ctx(ctx)
@@ -640,7 +696,8 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 		lock, done, attempts := r.syncKeys(e.Route, e.Key)
 		keys = append(keys, lock, done, attempts)
 	}
-	res, err := r.runDurable(ctx, enqueueScript, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key).Slice()
+	res, err := r.runDurable(ctx, enqueueScript, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key,
+		e.Order, e.Stale, r.orderPrefix(e.Route, shard)).Slice()
 	if err != nil {
 		return Ack{}, fail("enqueue", err)
 	}
@@ -762,7 +819,7 @@ func (r *Redis) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard), r.ageSet(l.Route, l.Shard)}
-	res, err := r.run(ctx, beginScript, keys, l.Entry, l.EventID, l.Token, l.Consumer, l.claim).Slice()
+	res, err := r.run(ctx, beginScript, keys, l.Entry, l.EventID, l.Token, l.Consumer, l.claim, r.orderPrefix(l.Route, l.Shard), l.Key).Slice()
 	if err != nil {
 		return Job{}, false, fail("begin", err)
 	}
@@ -771,17 +828,20 @@ func (r *Redis) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 		return Job{}, false, nil
 	case 2:
 		return Job{}, false, notOwner(l)
+	case 3:
+		return Job{}, false, nil // parked
 	}
 	qa, ok1 := elem[int64](res, 1)
 	qt, ok2 := elem[int64](res, 2)
 	req, ok3 := elem[string](res, 3)
 	first, ok4 := elem[string](res, 4)
 	fp, _ := elem[string](res, 5)
+	stale, _ := elem[int64](res, 6)
 	ms, err := strconv.ParseInt(first, 10, 64)
 	if !ok1 || !ok2 || !ok3 || !ok4 || err != nil {
 		return Job{}, false, corrupt("begin", res)
 	}
-	return Job{Lease: l, Payload: []byte(req), FirstSeen: time.UnixMilli(ms), Fingerprint: fp, Try: qa, Total: qt}, true, nil
+	return Job{Lease: l, Payload: []byte(req), FirstSeen: time.UnixMilli(ms), Fingerprint: fp, Try: qa, Total: qt, Stale: stale == 1}, true, nil
 }
 
 // Settle implements Backend.
@@ -807,6 +867,18 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 		args[4] = "dead"
 		args = append(args, s.Reason, s.Status, s.Error)
 	}
+	for len(args) < 10 {
+		args = append(args, "")
+	}
+	hold := "0"
+	if s.OrderHold {
+		hold = "1"
+	}
+	keep := ""
+	if s.Retention > 0 {
+		keep = strconv.FormatInt(max(1, s.Retention.Milliseconds()), 10)
+	}
+	args = append(args, r.orderPrefix(l.Route, l.Shard), r.keyPrefix(l.Route, l.Shard), newToken(), hold, keep)
 	n, err := r.runDurable(ctx, settleScript, keys, args...).Int64()
 	if err != nil {
 		return 0, fail("settle", err)
@@ -899,7 +971,9 @@ func (r *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 	dlq := make([]*redis.IntCmd, shards)
 	oldest := make([]*redis.ZSliceCmd, shards)
 	dlqBytes := make([]*redis.StringCmd, shards)
+	waiting := make([]*redis.StringCmd, shards)
 	for s := range shards {
+		waiting[s] = pipe.Get(ctx, r.orderPrefix(route, s)+"w")
 		depth[s] = pipe.ZCard(ctx, r.ageSet(route, s))
 		dlq[s] = pipe.XLen(ctx, r.dlq(route, s))
 		dlqBytes[s] = pipe.Get(ctx, r.dlqBytes(route, s))
@@ -908,7 +982,7 @@ func (r *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 	_, _ = pipe.Exec(ctx) // each command's error is checked below
 	var st Stats
 	for s := range shards {
-		for _, err := range []error{depth[s].Err(), dlq[s].Err(), oldest[s].Err(), dlqBytes[s].Err()} {
+		for _, err := range []error{depth[s].Err(), dlq[s].Err(), oldest[s].Err(), dlqBytes[s].Err(), waiting[s].Err()} {
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return Stats{}, fail("stats", err)
 			}
@@ -917,6 +991,9 @@ func (r *Redis) Stats(ctx context.Context, route string) (Stats, error) {
 		st.DLQ += dlq[s].Val()
 		if n, err := dlqBytes[s].Int64(); err == nil && n > 0 {
 			st.DLQBytes += n
+		}
+		if n, err := waiting[s].Int64(); err == nil && n > 0 {
+			st.Waiting += n
 		}
 		if z := oldest[s].Val(); len(z) == 1 {
 			t := time.UnixMilli(int64(z[0].Score))
@@ -1115,7 +1192,7 @@ func (r *Redis) Replay(ctx context.Context, route, id string) error {
 		return err
 	}
 	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard), r.dlqBytes(route, shard)}
-	n, err := r.runDurable(ctx, replayScript, keys, id, newToken(), key).Int64()
+	n, err := r.runDurable(ctx, replayScript, keys, id, newToken(), key, r.orderPrefix(route, shard)).Int64()
 	if err != nil {
 		return fail("replay", err)
 	}
@@ -1133,8 +1210,9 @@ func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Dura
 	if err != nil {
 		return err
 	}
-	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard), r.dlqBytes(route, shard)}
-	n, err := r.runDurable(ctx, purgeScript, keys, id, max(1, retention.Milliseconds())).Int64()
+	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard), r.dlqBytes(route, shard), r.stream(route, shard)}
+	n, err := r.runDurable(ctx, purgeScript, keys, id, max(1, retention.Milliseconds()),
+		r.orderPrefix(route, shard), r.keyPrefix(route, shard), key, newToken()).Int64()
 	if err != nil {
 		return fail("purge", err)
 	}
@@ -1148,9 +1226,16 @@ func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Dura
 func (r *Redis) Get(ctx context.Context, route, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	h, err := r.client.HGetAll(ctx, r.keyHash(route, r.shardOf(route, key), key)).Result()
-	if err != nil {
-		return KeyState{}, fail("get", err)
+	var h map[string]string
+	for _, shard := range r.keyShards(route, key) {
+		var err error
+		h, err = r.client.HGetAll(ctx, r.keyHash(route, shard, key)).Result()
+		if err != nil {
+			return KeyState{}, fail("get", err)
+		}
+		if len(h) > 0 {
+			break
+		}
 	}
 	return ledger.ReadKeyHash("get", key, h)
 }
@@ -1160,11 +1245,59 @@ func (r *Redis) Get(ctx context.Context, route, key string) (KeyState, error) {
 func (r *Redis) Delete(ctx context.Context, route, key string) (KeyState, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	shard := r.shardOf(route, key)
-	keys := []string{r.keyHash(route, shard, key), r.ageSet(route, shard), r.dlq(route, shard), r.dlqBytes(route, shard)}
-	res, err := r.run(ctx, deleteScript, keys, r.event(route, shard, "")).Slice()
+	shards := r.keyShards(route, key)
+	shard := shards[0]
+	for _, s := range shards[1:] {
+		// An ordered key lives in its order value's shard.
+		n, err := r.client.Exists(ctx, r.keyHash(route, shard, key)).Result()
+		if err != nil {
+			return KeyState{}, fail("delete", err)
+		}
+		if n == 1 {
+			break
+		}
+		shard = s
+	}
+	keys := []string{r.keyHash(route, shard, key), r.ageSet(route, shard), r.dlq(route, shard), r.dlqBytes(route, shard), r.stream(route, shard)}
+	res, err := r.run(ctx, deleteScript, keys, r.event(route, shard, ""),
+		r.orderPrefix(route, shard), r.keyPrefix(route, shard), key, newToken()).Slice()
 	if err != nil {
 		return KeyState{}, fail("delete", err)
 	}
 	return ledger.ReadKeyReply("delete", key, res)
+}
+
+// handBackLua is the Lua function the scripts that may move an order
+// value's head start with: hand_back gives head (the key ord_done
+// returned, nil: none) a new token and a ready entry, in the same script
+// as the settle, purge or delete that made it the head.
+const handBackLua = `
+local function hand_back(p, kp, stream, head, tok)
+  if not head then
+    return
+  end
+  redis.call('ZREM', p .. 'd', head)
+  local kh = kp .. head
+  local h = redis.call('HMGET', kh, 'st', 'eid')
+  if h[1] ~= QUEUED then
+    return
+  end
+  key_retry(kh, tok)
+  redis.call('XADD', stream, '*', 'e', h[2], 't', tok, 'k', head)
+end
+`
+
+// keyShards lists the shards route's key may live in, the one its key
+// names first: an ordered event lives in the shard its order value names
+// (every event of a value in one slot, with the value's line), which the
+// key alone does not tell.
+func (r *Redis) keyShards(route, key string) []int {
+	first := r.shardOf(route, key)
+	out := []int{first}
+	for s := range r.Shards(route) {
+		if s != first {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -587,6 +587,7 @@ func queueRoutes(cfg *config.Config) []queue.Route {
 			Retry:   queue.Retry{MaxAttempts: r.Retry.MaxAttempts, Initial: r.Retry.Initial, Max: r.Retry.Max},
 			Pace:    control.Pace{Rate: r.PaceLimit.Rate, Per: r.PaceLimit.Per},
 			Breaker: control.Breaker{Failures: r.Breaker.Failures, Cooldown: r.Breaker.Cooldown},
+			Ordered: r.Ordered(), OrderHold: r.Order.OnDead == config.OnDeadHold,
 		})
 	}
 	return out

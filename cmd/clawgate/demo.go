@@ -45,7 +45,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", stdout, stderr)
 	times := fs.Int("times", 17, "how many `deliveries` of the event the provider makes")
 	verbose := fs.Bool("v", false, "also print the gateway's JSON log lines on stderr")
-	queueAct := fs.Bool("queue", false, "run the delivery queue's act instead: fast 202, retries with growing gaps, a dead-letter queue and a replay")
+	queueAct := fs.Bool("queue", false, "run the delivery queue's act instead: fast 202, retries with growing gaps, a dead-letter queue and a replay, an out-of-order burst delivered in order per object")
 	if code := parseFlags(fs, args, 0); code >= 0 {
 		return code
 	}

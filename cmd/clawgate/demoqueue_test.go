@@ -20,6 +20,9 @@ func TestDemoQueueAct(t *testing.T) {
 		`dead_letter_queue_size{route="orders"} 1`,
 		"/replay: 200",
 		"webhook_dlq_replays_total 1",
+		"evt_3001 evt_3002 evt_3004",
+		`200 {"status":"skipped","reason":"stale"} (Idempotent-Replayed)`,
+		`webhook_queue_skipped_total{reason="stale"} 1`,
 		"ok: every acknowledged event was completed exactly once",
 	} {
 		if !strings.Contains(out, want) {

@@ -77,7 +77,7 @@ type Subject struct {
 // empty ledger from newLedger, on a fresh clock.
 func Run(t *testing.T, newLedger func(t *testing.T, clock *Clock) Subject) {
 	t.Helper()
-	for _, c := range append(cases[:len(cases):len(cases)], pendingCases...) {
+	for _, c := range append(append(cases[:len(cases):len(cases)], pendingCases...), orderCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			clock := NewClock()
 			c.run(t, newLedger(t, clock), clock)

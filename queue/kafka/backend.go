@@ -96,7 +96,12 @@ type Options struct {
 	// (default 5s); may be nil.
 	Lag      func(route string, lag int64)
 	LagEvery time.Duration
-	Log      *slog.Logger
+	// HandBackRedo is how long an ordered event handed back (its turn
+	// came while it was parked) may go without being begun before the
+	// sweeper produces its record again: the instance that was to
+	// produce it may have died first. Default 30s.
+	HandBackRedo time.Duration
+	Log          *slog.Logger
 }
 
 // Tiers are the retry topics' delays, shortest first.
@@ -137,6 +142,9 @@ const (
 	hError    = "clawgate-error"
 	hAttempts = "clawgate-attempts"
 	hDied     = "clawgate-died"
+	// hOrder marks a record of an ordered event (its order value): its
+	// settle may hand the next event of the value back.
+	hOrder = "clawgate-order"
 )
 
 // New connects to the brokers (a first answer is not required: Enqueue
@@ -174,6 +182,9 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.LagEvery <= 0 {
 		o.LagEvery = 5 * time.Second
+	}
+	if o.HandBackRedo <= 0 {
+		o.HandBackRedo = 30 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -347,6 +358,7 @@ func (b *Backend) Prepare(ctx context.Context, name string, _ int) error {
 		b.routes[name] = r
 		b.loops.Go(func() { r.promoter.pollLoop(b.bg) })
 		b.loops.Go(func() { b.lagLoop(r) })
+		b.loops.Go(func() { b.sweepLoop(r) })
 	}
 	b.mu.Unlock()
 	err := r.ensureTopics(ctx)
@@ -500,7 +512,7 @@ func (b *Backend) Enqueue(ctx context.Context, e queue.Entry, maxDepth int) (que
 	eid, tok := newID(), newID()
 	res, err := b.o.Ledger.Reserve(ctx, ledger.Reservation{
 		Route: e.Route, Key: e.Key, Fingerprint: e.Fingerprint, EventID: eid, Token: tok,
-		FirstSeen: e.FirstSeen, Lease: b.o.Lease, MaxDepth: maxDepth,
+		FirstSeen: e.FirstSeen, Lease: b.o.Lease, MaxDepth: maxDepth, Order: e.Order, Stale: e.Stale,
 	})
 	if err != nil {
 		return queue.Ack{}, err
@@ -514,6 +526,9 @@ func (b *Backend) Enqueue(ctx context.Context, e queue.Entry, maxDepth int) (que
 		{Key: hEventID, Value: []byte(eid)}, {Key: hToken, Value: []byte(tok)},
 		{Key: hFirst, Value: strconv.AppendInt(nil, e.FirstSeen.UnixMilli(), 10)},
 	}}
+	if e.Order != "" {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: hOrder, Value: []byte(e.Order)})
+	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(b.o.Lease/2, produceTimeout))
 	err = b.produce(pctx, rec)
 	cancel()
@@ -724,7 +739,11 @@ func (b *Backend) fetch(ctx context.Context, topic string, p int32, off int64) (
 // append-only, so its record stays until the topic's retention (infinite
 // by default) but is no longer listed or replayable.
 func (b *Backend) Purge(ctx context.Context, route, id string, retention time.Duration) error {
-	return b.o.Ledger.Purge(ctx, route, id, retention)
+	err := b.o.Ledger.Purge(ctx, route, id, retention)
+	if err == nil {
+		b.handBackDue(ctx, route, 0) // a purged event held its value (on_dead: hold)
+	}
+	return err
 }
 
 // Get reports a key's state from the ledger.
@@ -734,7 +753,11 @@ func (b *Backend) Get(ctx context.Context, route, key string) (queue.KeyState, e
 
 // Delete forgets a key; its records are dropped when read.
 func (b *Backend) Delete(ctx context.Context, route, key string) (queue.KeyState, error) {
-	return b.o.Ledger.Delete(ctx, route, key)
+	ks, err := b.o.Ledger.Delete(ctx, route, key)
+	if err == nil {
+		b.handBackDue(ctx, route, 0) // the key may have held its value
+	}
+	return ks, err
 }
 
 // lagLoop reports kafka_consumer_lag for the route: the main topic's end

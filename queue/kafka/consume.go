@@ -175,6 +175,10 @@ func (c *consumer) begin(ctx context.Context, l queue.Lease) (queue.Job, bool, e
 		return queue.Job{}, false, err
 	}
 	if !ok {
+		// A leftover, or an ordered event parked behind an earlier one of
+		// its value (the ledger keeps this record's position, and the
+		// event is produced again from it when its turn comes): either
+		// way the record is done here.
 		c.end(l.Entry)
 		return queue.Job{}, false, nil
 	}
@@ -185,7 +189,7 @@ func (c *consumer) begin(ctx context.Context, l queue.Lease) (queue.Job, bool, e
 		c.r.b.o.Reclaimed(c.r.name, 1)
 		c.r.b.log.Warn("kafka: took over a record another instance had begun and not settled", "route", c.r.name, "key", l.Key, "id", l.EventID)
 	}
-	return queue.Job{Lease: l, Payload: rec.Value, FirstSeen: bg.FirstSeen, Fingerprint: bg.Fingerprint, Try: bg.Try, Total: bg.Total}, true, nil
+	return queue.Job{Lease: l, Payload: rec.Value, FirstSeen: bg.FirstSeen, Fingerprint: bg.Fingerprint, Try: bg.Try, Total: bg.Total, Stale: bg.Stale}, true, nil
 }
 
 // settle writes the retry or DLQ record first, then the ledger.
@@ -243,12 +247,24 @@ func (c *consumer) settle(ctx context.Context, consumer string, j queue.Job, s q
 		ks.DLQPos = pos(rec.Partition, rec.Offset)
 		ks.Attempts = j.Total
 	}
+	ordered := false
+	c.mu.Lock()
+	if ls := c.leases[j.Entry]; ls != nil {
+		ordered = header(ls.rec, hOrder) != ""
+	}
+	c.mu.Unlock()
 	got, err := b.o.Ledger.Settle(ctx, c.r.name, j.Key, j.EventID, j.Token, owner, ks)
 	if err != nil {
 		c.idle(j.Entry)
 		return 0, err
 	}
 	c.end(j.Entry)
+	if ordered && got == queue.Recorded && s.Kind != queue.SettleRetry {
+		// The head of an order value settled: the next event of the value,
+		// when parked, is produced again, in this step of its own (the
+		// sweeper redoes it should this instance die first).
+		b.handBackDue(ctx, c.r.name, 0)
+	}
 	return got, nil
 }
 

@@ -105,6 +105,12 @@ var cases = []struct {
 	{"ListDLQPagination", plain(testListDLQPagination)},
 	{"HandBack", plain(testHandBack)},
 	{"HandBackByStaleOwner", testHandBackByStaleOwner},
+	{"OrderInterleaved", plain(testOrderInterleaved)},
+	{"OrderContinue", plain(testOrderContinue)},
+	{"OrderHold", plain(testOrderHold)},
+	{"OrderHoldPurged", plain(testOrderHoldPurged)},
+	{"OrderStale", plain(testOrderStale)},
+	{"OrderLeaseRecovery", testOrderLeaseRecovery},
 }
 
 // plain is a case that needs no options.
