@@ -18,8 +18,12 @@ import (
 
 const testRoute = "hooks"
 
-// waitBound bounds every wait for a condition in these tests.
-const waitBound = 10 * time.Second
+// waitBound bounds every wait for a condition in these tests: it ends a
+// test that would hang, and is no measure of speed. 30 s, since on a
+// loaded CI machine TestRedisRestartWithoutPersistenceWhileEventsArriveDeliversOnce
+// once took over 10 s for 200 deliveries after a Redis restart (the
+// consumer groups made again, two managers on a shared 2-CPU machine).
+const waitBound = 30 * time.Second
 
 // forEachBackend runs f against a fresh Memory and a fresh Redis backend
 // (its own redis-server, route testRoute prepared with one shard).
