@@ -174,7 +174,7 @@ func (m *Manager) Apply(ctx context.Context, routes []Route) error {
 		if nr, ok := want[name]; !ok || nr != rn.cfg {
 			delete(m.routes, name)
 			go func() {
-				rn.stop(0)
+				rn.stop(waitForTries)
 				if !ok {
 					// After its stats loop ended, so no late refresh
 					// brings the removed route's gauges back.
@@ -231,8 +231,10 @@ type fillRecorder interface {
 
 // Close stops every route: no more reads, the workers get grace to finish
 // what they hold, then their tries are cut and the entries handed back so
-// another instance takes them at once. Nothing is lost either way.
+// another instance takes them at once. A grace of zero or less cuts them
+// at once. Nothing is lost either way.
 func (m *Manager) Close(grace time.Duration) {
+	grace = max(grace, 0) // never waitForTries
 	m.mu.Lock()
 	m.closed = true
 	rs := m.routes
@@ -284,23 +286,29 @@ func (m *Manager) start(r Route) *runner {
 	return rn
 }
 
-// stop ends the route: reads stop at once, tries in flight get grace (0:
-// as long as they take, which the route's timeout bounds), then are cut
+// waitForTries as stop's grace lets the tries in flight take as long as
+// they take (the route's timeout bounds them): a reload that changes or
+// removes a route.
+const waitForTries time.Duration = -1 << 63
+
+// stop ends the route: reads stop at once, tries in flight get grace
+// (waitForTries: as long as they take; zero or less: none), then are cut
 // and handed back.
 func (rn *runner) stop(grace time.Duration) {
 	rn.stopRead()
 	rn.loops.Wait()
 	done := make(chan struct{})
 	go func() { rn.tries.Wait(); close(done) }()
-	if grace > 0 {
+	switch {
+	case grace == waitForTries:
+		<-done
+	case grace > 0:
 		t := time.NewTimer(grace)
 		select {
 		case <-done:
 		case <-t.C:
 		}
 		t.Stop()
-	} else {
-		<-done
 	}
 	rn.stopWork()
 	<-done

@@ -352,8 +352,21 @@ func TestManagerRejectsAtOnce(t *testing.T) {
 }
 
 // Close with a try that never ends: the try is cut after grace and its
-// entry handed back; another instance delivers it.
+// entry handed back; another instance delivers it. A grace of zero or less
+// cuts at once: the server's Shutdown passes what is left of its grace
+// period, nothing when the front door used it all, and Close(0) used to
+// wait for every try then, so a hung upstream hung the shutdown
+// (regression case "no grace left").
 func TestManagerCloseHandsBack(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		grace time.Duration
+	}{{"grace", 50 * time.Millisecond}, {"no grace left", 0}, {"grace overrun", -time.Second}} {
+		t.Run(c.name, func(t *testing.T) { testManagerCloseHandsBack(t, c.grace) })
+	}
+}
+
+func testManagerCloseHandsBack(t *testing.T, grace time.Duration) {
 	forEachBackend(t, func(t *testing.T, b Backend) {
 		started := make(chan struct{}, 1)
 		sender := newSender(func(ctx context.Context, _ string, attempt int64) Result {
@@ -373,13 +386,13 @@ func TestManagerCloseHandsBack(t *testing.T) {
 		}
 		closed := make(chan struct{})
 		go func() {
-			a.m.Close(50 * time.Millisecond)
+			a.m.Close(grace)
 			close(closed)
 		}()
 		select {
 		case <-closed:
 		case <-time.After(waitBound):
-			t.Fatalf("Close(grace) did not return within %v with a try blocked until cancelled", waitBound)
+			t.Fatalf("Close(%v) did not return within %v with a try blocked until cancelled", grace, waitBound)
 		}
 		if ks := mustGet(t, b, "k"); ks.State != StateQueued {
 			t.Fatalf("key after Close: %+v, want still queued", ks)
