@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,12 +126,10 @@ func (r *Redis) runDurable(ctx context.Context, s *redis.Script, keys []string, 
 	return r.run(ctx, s, keys, args...)
 }
 
-func (r *Redis) tag(route string, shard int) string {
-	return "{q:" + route + ":" + strconv.Itoa(shard) + "}"
-}
+func (r *Redis) tag(route string, shard int) string { return ledger.StreamsTag(route, shard) }
 
 func (r *Redis) keyHash(route string, shard int, key string) string {
-	return r.prefix + "webhook_qkey:" + r.tag(route, shard) + key
+	return ledger.StreamsKey(r.prefix, route, shard, key)
 }
 func (r *Redis) event(route string, shard int, eid string) string {
 	return r.prefix + "webhook_event:" + r.tag(route, shard) + eid
@@ -144,7 +141,7 @@ func (r *Redis) retrySet(route string, shard int) string {
 	return r.prefix + "webhook_retry:" + r.tag(route, shard)
 }
 func (r *Redis) ageSet(route string, shard int) string {
-	return r.prefix + "webhook_age:" + r.tag(route, shard)
+	return ledger.StreamsAge(r.prefix, route, shard)
 }
 func (r *Redis) dlq(route string, shard int) string {
 	return r.prefix + "webhook_dlq:" + r.tag(route, shard)
@@ -277,15 +274,12 @@ func (r *Redis) createGroup(ctx context.Context, route string, shard int) error 
 	return nil
 }
 
-func (r *Redis) shardOf(route, key string) int {
-	n := r.Shards(route)
-	if n == 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(n))
-}
+func (r *Redis) shardOf(route, key string) int { return ledger.ShardOf(key, r.Shards(route)) }
+
+// SyncPlace places a sync route's key records where this queue keeps its
+// routes' keys (the shard count Prepare fixed), so that a route switching
+// mode finds them: the sync path's ledger.SyncRedis runs on it.
+func (r *Redis) SyncPlace() ledger.Place { return ledger.StreamsPlace(r.prefix, r.Shards) }
 
 // newEventID names an event: its shard, a dash, 24 random hex digits.
 func newEventID(shard int) string {
