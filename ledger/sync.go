@@ -134,6 +134,14 @@ func KafkaKey(prefix, route, key string) string {
 	return prefix + "webhook_kkey:" + ledgerTag(route) + key
 }
 
+// KafkaPlace places records as the Kafka queue's ledger (Redis) does.
+func KafkaPlace(prefix string) Place {
+	return func(route, key string) (string, string, string) {
+		t := ledgerTag(route)
+		return KafkaKey(prefix, route, key), prefix + "webhook_kage:" + t, prefix + "webhook_kdead:" + t
+	}
+}
+
 // Place names the Redis keys of route's key record: its hash, the age
 // zset of its shard and the route's dead index ("" when the transport
 // keeps none), all in one slot.
@@ -354,9 +362,7 @@ func (l *Redis) SetSync(o SyncOptions) {
 		}
 		return l.run(ctx, s, keys, args...)
 	}
-	l.sync = NewSyncRedis(func(route, key string) (string, string, string) {
-		return l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)
-	}, o, run, durable, l.timeout)
+	l.sync = NewSyncRedis(KafkaPlace(l.prefix), o, run, durable, l.timeout)
 	l.sync.Now = l.now
 }
 
@@ -427,17 +433,39 @@ func (s *SyncRedis) ctx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.timeout)
 }
 
-// eval runs one script with run.
+// eval runs one script with run. Its errors are both the ledger's and
+// the store's (ErrUnavailable, ErrCorrupt): the sync path reads them as
+// a store's.
 func (s *SyncRedis) eval(ctx context.Context, run ScriptRunner, op string, sc *redis.Script, keys []string, args ...any) (any, error) {
 	v, err := run(ctx, sc, keys, args...).Result()
 	if errors.Is(err, redis.Nil) {
-		return nil, ledgerCorrupt(op, "nil")
+		return nil, fmt.Errorf("ledger: redis %s: %w: nil reply", op, errBothCorrupt)
 	}
 	if err != nil {
-		return nil, ledgerFail(op, err)
+		cause := errBothUnavailable
+		if errors.Is(ledgerFail(op, err), ErrCorrupt) {
+			cause = errBothCorrupt
+		}
+		return nil, fmt.Errorf("ledger: redis %s: %w: %v", op, cause, err)
 	}
 	return v, nil
 }
+
+// bothErr is one of the ledger's errors that is also the store's.
+type bothErr struct {
+	msg           string
+	ledger, store error
+}
+
+func (e *bothErr) Error() string { return e.msg }
+func (e *bothErr) Is(target error) bool {
+	return target == e.ledger || target == e.store
+}
+
+var (
+	errBothUnavailable = &bothErr{"unavailable", ErrUnavailable, store.ErrUnavailable}
+	errBothCorrupt     = &bothErr{"corrupt data", ErrCorrupt, store.ErrCorrupt}
+)
 
 // Claim implements Sync.
 func (s *SyncRedis) Claim(ctx context.Context, route, key, fp string, lease time.Duration) (store.Claim, error) {

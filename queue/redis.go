@@ -185,13 +185,40 @@ func (r *Redis) Shards(route string) int {
 // does not answer (ErrUnavailable): the groups are then created when the
 // workers first read.
 func (r *Redis) Prepare(ctx context.Context, route string, shards int) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	if err := r.fixShards(ctx, route, shards); err != nil {
+		return err
+	}
+	for s := range shards {
+		if err := r.createGroup(ctx, route, s); err != nil {
+			return err
+		}
+		if err := r.countDLQBytes(ctx, route, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PrepareKeys fixes a sync route's shard count as Prepare does, without
+// its streams: the route's key records live in its shards' slots
+// (SyncPlace), where they stay if the route becomes a queue route.
+func (r *Redis) PrepareKeys(ctx context.Context, route string, shards int) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	return r.fixShards(ctx, route, shards)
+}
+
+// fixShards records route's shard count in Redis the first time and
+// refuses another one later; the count is used from the call on, even
+// when Redis does not answer.
+func (r *Redis) fixShards(ctx context.Context, route string, shards int) error {
 	use := func() {
 		r.mu.Lock()
 		r.shards[route] = shards
 		r.mu.Unlock()
 	}
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
 	meta := r.prefix + "webhook_queue_meta:{q:" + route + "}"
 	if err := r.client.SetNX(ctx, meta, shards, 0).Err(); err != nil {
 		use()
@@ -208,14 +235,6 @@ func (r *Redis) Prepare(ctx context.Context, route string, shards int) error {
 		delete(r.shards, route)
 		r.mu.Unlock()
 		return fmt.Errorf("queue: route %q was queued with %d shards in Redis; queue.shards is %d: set it back (changing it needs the route's queue empty and %s deleted)", route, got, shards, meta)
-	}
-	for s := range shards {
-		if err := r.createGroup(ctx, route, s); err != nil {
-			return err
-		}
-		if err := r.countDLQBytes(ctx, route, s); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -156,10 +156,7 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// Every store call is timed (webhook_store_duration_seconds{op});
-	// the optional interfaces below are asked of the store itself.
-	st := store.NewTimed(raw, func(op string) store.Observer { return m.StoreObserver(op) })
-	opened.push(func() { st.Close() })
+	opened.push(func() { raw.Close() })
 	// A store written by a newer schema is refused before anything is
 	// written to it; one that does not answer is checked once it does.
 	schemaPending, err := checkSchema(raw, log)
@@ -188,6 +185,15 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	opened.push(func() { closeBackend(qb) })
+	// On Redis a sync route's keys live in the key records of the route's
+	// queue (package ledger), so that a route switching mode finds them.
+	keys, err := syncStore(cfg, raw, qb)
+	if err != nil {
+		return nil, err
+	}
+	// Every store call is timed (webhook_store_duration_seconds{op});
+	// the optional interfaces below are asked of the store itself.
+	st := store.NewTimed(keys, func(op string) store.Observer { return m.StoreObserver(op) })
 	// Pause, breaker and pace: shared by every instance on Redis.
 	ctl := openControls(raw, m, log)
 	ctl.Fresh = o.ControlFresh
@@ -199,8 +205,12 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	if r, ok := qb.(interface{ ChecksSyncRecords() bool }); ok {
 		readsSync = r.ChecksSyncRecords()
 	}
+	// With Redis and a Redis Streams or Kafka queue, a key has one record
+	// whatever the route's mode.
+	_, ledgerKeys := keys.(*ledger.RedisStore)
+	_, memQueue := qb.(*queue.Memory)
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm,
-		QueueReadsSyncRecords: readsSync, Breaker: ctl, Modes: ctl})
+		QueueReadsSyncRecords: readsSync, SharedKeys: ledgerKeys && !memQueue, Breaker: ctl, Modes: ctl})
 	opened.push(func() { qm.Close(0) })
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
@@ -369,6 +379,11 @@ func (in *Server) Reload(path string) error {
 		in.log.Error("config reload failed; keeping the running config", "error", err.Error())
 		return err
 	}
+	if err := prepareSyncRoutes(cfg, in.qb); err != nil {
+		in.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		in.log.Error("config reload failed; keeping the running config", "error", err.Error())
+		return err
+	}
 	in.gw.Reload(cfg)
 	in.reportParked(leaving)
 	if cert != nil {
@@ -457,6 +472,63 @@ func (in *Server) Shutdown(grace time.Duration) {
 func deadline(ctx context.Context) time.Time {
 	d, _ := ctx.Deadline()
 	return d
+}
+
+// syncStore is the store the sync routes' keys live in: with Redis, the
+// ledger's key records, placed where the route's queue keeps its keys
+// (the Redis Streams queue's shards, or the Kafka queue's ledger; with
+// the memory queue, where a Redis Streams queue of queue.shards would);
+// the memory store otherwise.
+func syncStore(cfg *config.Config, raw store.Store, qb queue.Backend) (store.Store, error) {
+	r, ok := raw.(*store.Redis)
+	if !ok {
+		return raw, nil
+	}
+	var place ledger.Place
+	switch q := qb.(type) {
+	case *queue.Redis:
+		if err := prepareSyncRoutes(cfg, q); err != nil {
+			return nil, err
+		}
+		place = q.SyncPlace()
+	default:
+		if cfg.Queue.Backend == config.QueueKafka {
+			place = ledger.KafkaPlace(r.KeyPrefix())
+		} else {
+			shards := max(cfg.Queue.Shards, 1)
+			place = ledger.StreamsPlace(r.KeyPrefix(), func(string) int { return shards })
+		}
+	}
+	// Records of the previous schema are answered for as long as they
+	// can live: the longest retention, and a lock's TTL.
+	var legacy time.Duration
+	for i := range cfg.Routes {
+		legacy = max(legacy, cfg.Routes[i].Retention)
+	}
+	legacy += cfg.Dedupe.LockTTL
+	return ledger.NewRedisStore(r, place, ledger.SyncOptions{ResetHold: cfg.Dedupe.LockTTL}, legacy), nil
+}
+
+// prepareSyncRoutes fixes the shard count of cfg's sync routes on the
+// Redis Streams queue (their keys live in their shards' slots); a Redis
+// that does not answer is no error (the count is used all the same).
+func prepareSyncRoutes(cfg *config.Config, qb queue.Backend) error {
+	q, ok := qb.(*queue.Redis)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), schemaTimeout)
+	defer cancel()
+	for i := range cfg.Routes {
+		r := &cfg.Routes[i]
+		if r.Queued() {
+			continue
+		}
+		if err := q.PrepareKeys(ctx, r.Name, max(cfg.Queue.Shards, 1)); err != nil && !errors.Is(err, queue.ErrUnavailable) {
+			return err
+		}
+	}
+	return nil
 }
 
 // redisClient is a store on Redis whose client the queue shares.

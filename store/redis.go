@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -97,6 +98,10 @@ type Redis struct {
 	waitReplicas int
 	waitTimeout  time.Duration
 	onShortfall  func()
+
+	// moved is when the store moved from schema version 1 (Unix ms; 0:
+	// not read yet), read by CheckSchema.
+	moved atomic.Int64
 }
 
 var _ Store = (*Redis)(nil)
