@@ -363,18 +363,21 @@ end
 -- key_done records a sync copy's outcome rec for retention ms: 1 when
 -- tok owns the key's lock (its lease over or not), or when the key is
 -- free of everything but counters (no state, or another copy's lock
--- whose lease is over) and tok is not empty: the lock vanished and the
--- upstream did accept this copy. 0 (nothing changed) otherwise: another
--- copy's live lease, a finished key, a reset tombstone, a key the queue
--- holds.
+-- whose lease is over), tok is not empty and no reset tombstone's time
+-- (rst) runs: the lock vanished and the upstream did accept this copy.
+-- 0 (nothing changed) otherwise: another copy's live lease, a finished
+-- key, a reset tombstone, a key the queue holds.
 local function key_done(k, tok, rec, retention)
-  local h = redis.call('HMGET', k, 'st', 'tok', 'lease')
-  if h[1] == LOCK then
-    if h[2] ~= tok and (tok == '' or not key_free(h[1], h[3])) then
+  local h = redis.call('HMGET', k, 'st', 'tok', 'lease', 'rst')
+  if h[1] ~= LOCK or h[2] ~= tok then
+    if tok == '' or (h[1] and not (h[1] == LOCK and key_free(h[1], h[3]))) then
       return 0
     end
-  elseif h[1] or tok == '' then
-    return 0
+    -- Not the owner: a reset tombstone (rst, its deadline) still bars it,
+    -- whatever copies claimed and released the key since.
+    if (tonumber(h[4]) or 0) > redis_ms() then
+      return 0
+    end
   end
   redis.call('HSET', k, 'st', DONE, 'rec', rec)
   redis.call('HDEL', k, 'tok', 'lease')
@@ -401,10 +404,11 @@ end
 `},
 	{"key_reset", `
 -- key_reset forgets the key as key_delete does and leaves a reset
--- tombstone (state reset, nothing else) for the remaining lease of a
--- sync copy's lock or hold ms, the longer: while it lasts key_done
--- records nothing without owning the lock, so a copy in flight at the
--- reset cannot undo it. Returns key_delete's answers and Redis' clock.
+-- tombstone (state reset, rst its deadline on Redis' clock) for the
+-- remaining lease of a sync copy's lock or hold ms, the longer: until
+-- then key_done records nothing without owning the lock, also once a
+-- later copy claimed and released the key (key_claim keeps rst), so a
+-- copy in flight at the reset cannot undo it. Returns key_delete's answers and Redis' clock.
 local function key_reset(k, age, hold)
   local lease = redis.call('HMGET', k, 'st', 'lease')
   local t = redis_ms()
@@ -414,7 +418,7 @@ local function key_reset(k, age, hold)
   end
   local h, eid, dead, dlq = key_delete(k, age)
   if keep > 0 then
-    redis.call('HSET', k, 'st', RESET)
+    redis.call('HSET', k, 'st', RESET, 'rst', t + keep)
     redis.call('PEXPIRE', k, keep)
   end
   return h, eid, dead, dlq, t
@@ -489,7 +493,7 @@ func readKeyHash(op, key string, h map[string]string, now int64) (KeyState, erro
 	case ledgerDone:
 		ks.State = StateFinished
 	default:
-		return ks, fmt.Errorf("ledger: redis %s %q: %w: state %q", op, key, ErrCorrupt, clipLedger(h["st"]))
+		return ks, fmt.Errorf("ledger: redis %s %q: %w: state %q", op, key, errBothCorrupt, clipLedger(h["st"]))
 	}
 	ks.EventID, ks.Fingerprint = h["eid"], h["fp"]
 	ks.Copies, _ = strconv.ParseInt(h["n"], 10, 64)
@@ -500,7 +504,7 @@ func readKeyHash(op, key string, h map[string]string, now int64) (KeyState, erro
 	if ks.State == StateFinished {
 		out, err := store.DecodeOutcome([]byte(h["rec"]))
 		if err != nil {
-			return ks, fmt.Errorf("ledger: redis %s %q: %w: %v", op, key, ErrCorrupt, err)
+			return ks, fmt.Errorf("ledger: redis %s %q: %w: %v", op, key, errBothCorrupt, err)
 		}
 		ks.Status, ks.Outcome = out.Status, out
 	}

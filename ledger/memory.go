@@ -88,6 +88,7 @@ type memLedgerRoute struct {
 type memLedgerKey struct {
 	st             string // enq, queued, dead, done; lock, reset (Sync); "" released
 	lease          int64  // ms: a lock's lease deadline
+	rst            int64  // ms: a reset tombstone's deadline (kept by Claim)
 	eid, tok, rtok string
 	// ptok is a pending token: a retry or replay record produced with it
 	// may be read before its settlement is recorded, and is adopted then.

@@ -214,7 +214,7 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 	case k.st == ledgerDone:
 		out, err := store.DecodeOutcome(k.rec)
 		if err != nil {
-			return store.Claim{}, fmt.Errorf("ledger: memory claim %q: %w: %v", key, ErrCorrupt, err)
+			return store.Claim{}, fmt.Errorf("ledger: memory claim %q: %w: %v", key, errBothCorrupt, err)
 		}
 		return store.Claim{State: store.Finished, Attempts: k.n, Outcome: out}, nil
 	case k.st == ledgerLocked && !k.free(ms):
@@ -262,7 +262,11 @@ func (m *Memory) Finish(_ context.Context, route, key, tok string, out store.Out
 	r := m.route(route)
 	k := r.key(key, now)
 	switch {
-	case k != nil && k.st == ledgerLocked && (k.tok == tok || tok != "" && k.free(ms)):
+	case k != nil && k.st == ledgerLocked && k.tok == tok:
+	case k != nil && k.rst > ms:
+		// A reset tombstone's time still runs.
+		return store.ErrNotOwner
+	case k != nil && k.st == ledgerLocked && tok != "" && k.free(ms):
 	case tok != "" && (k == nil || k.st == ""):
 		if k == nil {
 			k = &memLedgerKey{}
@@ -314,7 +318,7 @@ func (m *Memory) Reset(_ context.Context, route, key string) (KeyState, error) {
 		r.forget(key, k)
 	}
 	if hold > 0 {
-		r.keys[strings.Clone(key)] = &memLedgerKey{st: ledgerReset, expires: now.Add(hold)}
+		r.keys[strings.Clone(key)] = &memLedgerKey{st: ledgerReset, rst: ledgerMs(now.Add(hold)), expires: now.Add(hold)}
 	}
 	return ks, err
 }
@@ -410,6 +414,12 @@ return out
 	// one. ARGV: key, hold ms. Reply: as syncGetScript's, the hash as it
 	// was (now deleted, a tombstone left).
 	syncResetScript = Script(`
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'hash' and ty ~= 'none' then
+  -- Not a record at all: cleared, as an operator's reset means to.
+  redis.call('DEL', KEYS[1])
+  return {redis_ms()}
+end
 local h, eid, dead, dlq, t = key_reset(KEYS[1], KEYS[2], ARGV[2])
 if KEYS[3] and eid and redis.call('HGET', KEYS[3], eid) == ARGV[1] then
   redis.call('HDEL', KEYS[3], eid)
@@ -508,7 +518,7 @@ func readClaim(key, tok string, res []any) (store.Claim, error) {
 		}
 		out, err := store.DecodeOutcome([]byte(rec))
 		if err != nil {
-			return store.Claim{}, fmt.Errorf("ledger: redis claim %q: %w: %v", key, ErrCorrupt, err)
+			return store.Claim{}, fmt.Errorf("ledger: redis claim %q: %w: %v", key, errBothCorrupt, err)
 		}
 		return store.Claim{State: store.Finished, Attempts: n, Outcome: out}, nil
 	case code == 3 && len(res) == 5:
@@ -522,7 +532,7 @@ func readClaim(key, tok string, res []any) (store.Claim, error) {
 		case ledgerEnqueuing, ledgerQueued, ledgerDead:
 			return queuedClaim(st, n, eid, fp), nil
 		}
-		return store.Claim{}, fmt.Errorf("ledger: redis claim %q: %w: state %q", key, ErrCorrupt, clipLedger(st))
+		return store.Claim{}, fmt.Errorf("ledger: redis claim %q: %w: state %q", key, errBothCorrupt, clipLedger(st))
 	}
 	return store.Claim{}, ledgerCorrupt("claim", res)
 }

@@ -236,7 +236,7 @@ func (s *RedisStore) Peek(ctx context.Context, scoped string) (store.State, stor
 		rec, _ := ledgerElem[string](res, 1)
 		out, err := store.DecodeOutcome([]byte(rec))
 		if err != nil {
-			return store.Absent, store.Outcome{}, fmt.Errorf("ledger: redis peek %q: %w: %v", scoped, ErrCorrupt, err)
+			return store.Absent, store.Outcome{}, fmt.Errorf("ledger: redis peek %q: %w: %v", scoped, errBothCorrupt, err)
 		}
 		return store.Finished, out, nil
 	case ok && code == 0 && len(res) == 1:
@@ -259,7 +259,7 @@ func (s *RedisStore) Delete(ctx context.Context, scoped string) (store.KeyState,
 		dctx, cancel := s.sync.ctx(ctx)
 		defer cancel()
 		if derr := s.Redis.Client().Del(dctx, lock, done, attempts).Err(); derr != nil {
-			return store.KeyState{}, fmt.Errorf("ledger: redis reset of version-1 keys: %w: %v", ErrUnavailable, derr)
+			return store.KeyState{}, fmt.Errorf("ledger: redis reset of version-1 keys: %w: %v", errBothUnavailable, derr)
 		}
 	}
 	return storeKeyState(ks), nil
@@ -284,4 +284,11 @@ func storeKeyState(ks KeyState) store.KeyState {
 		st.Fingerprint = ""
 	}
 	return st
+}
+
+// RedisStoreOn is NewRedisStore with the records placed as a Redis
+// Streams queue of one shard places them and the default options, for
+// tools and tests.
+func RedisStoreOn(r *store.Redis) *RedisStore {
+	return NewRedisStore(r, StreamsPlace(r.KeyPrefix(), func(string) int { return 1 }), SyncOptions{}, 0)
 }

@@ -479,10 +479,10 @@ func deadline(ctx context.Context) time.Time {
 // (the Redis Streams queue's shards, or the Kafka queue's ledger; with
 // the memory queue, where a Redis Streams queue of queue.shards would);
 // the memory store otherwise.
-func syncStore(cfg *config.Config, raw store.Store, qb queue.Backend) (store.Store, error) {
+func syncStore(cfg *config.Config, raw storeBackend, qb queue.Backend) (store.Store, error) {
 	r, ok := raw.(*store.Redis)
 	if !ok {
-		return raw, nil
+		return raw.(store.Store), nil
 	}
 	var place ledger.Place
 	switch q := qb.(type) {
@@ -547,7 +547,7 @@ type syncKeyer interface {
 
 // openQueue builds the queue backend: Kafka (keys in the store), the
 // store's Redis, or this process's memory.
-func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
+func openQueue(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
 	queued := 0
 	for i := range cfg.Routes {
 		if cfg.Routes[i].Queued() {
@@ -587,7 +587,7 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 
 // budget counts the finished keys a memory ledger remembers against the
 // memory store's budget, after the store's own keys.
-func budget(keys *ledger.Memory, cfg *config.Config, st store.Store, m *metrics.Metrics) {
+func budget(keys *ledger.Memory, cfg *config.Config, st storeBackend, m *metrics.Metrics) {
 	keys.MaxBytes = int64(cfg.Store.Memory.MaxBytes)
 	keys.OnEvict = m.StoreEvictions.Inc
 	if mem, ok := st.(interface{ Bytes() int64 }); ok {
@@ -597,7 +597,7 @@ func budget(keys *ledger.Memory, cfg *config.Config, st store.Store, m *metrics.
 
 // openKafka builds the Kafka backend; the keys' ledger is the store's
 // Redis, or this process's memory with the memory store.
-func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
+func openKafka(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
 	k := cfg.Queue.Kafka
 	var keys ledger.Ledger
 	if rc, ok := st.(redisClient); ok {
@@ -681,7 +681,7 @@ const (
 // gateway does not start. A store that does not answer is not: the
 // gateway starts without it, as it always has, and pending is true so the
 // check runs again once it answers (awaitSchema).
-func checkSchema(st store.Store, log *slog.Logger) (pending bool, err error) {
+func checkSchema(st storeBackend, log *slog.Logger) (pending bool, err error) {
 	sc, ok := st.(schemaChecker)
 	if !ok {
 		return false, nil
@@ -731,9 +731,17 @@ func (in *Server) awaitSchema(ctx context.Context, sc schemaChecker) {
 	}
 }
 
+// storeBackend is where the keys live: the memory store (a store.Store
+// itself), or a Redis connection the sync routes' store, the queue and
+// the controls share (syncStore makes the store.Store).
+type storeBackend interface {
+	Ping(ctx context.Context) error
+	Close() error
+}
+
 // openStore builds the configured store. A Redis that is down does not stop
 // the start: /readyz says 503 until it answers.
-func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.Store, error) {
+func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (storeBackend, error) {
 	switch cfg.Store.Backend {
 	case config.BackendRedis:
 		store.SetRedisLogger(log)
@@ -742,7 +750,6 @@ func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.
 			Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password,
 			DB: r.DB, TLS: r.TLS, KeyPrefix: r.KeyPrefix,
 			WaitReplicas: r.WaitReplicas, WaitTimeout: r.WaitTimeout, OnReplicaShortfall: m.StoreReplicaShortfalls.Inc,
-			ResetHold: cfg.Dedupe.LockTTL,
 		})
 	default:
 		log.Info("memory store: idempotency state is kept in this process only and lost on restart")

@@ -184,6 +184,11 @@ var syncCases = []testCase{
 			t.Fatalf("Claim after a reset = %+v, want counted afresh", b)
 		}
 		mustFinish(t, l, "k", a.Token, store.ErrNotOwner)
+		// Released: the tombstone still bars the copy from before the
+		// reset.
+		mustRelease(t, l, "k", b.Token, nil)
+		mustFinish(t, l, "k", a.Token, store.ErrNotOwner)
+		b = MustClaim(t, l, "k", store.Claimed)
 		mustFinish(t, l, "k", b.Token, nil)
 		if ks := mustReset(t, l, "k"); ks.State != ledger.StateFinished || ks.Status != 202 {
 			t.Fatalf("Reset of a finished key = %+v", ks)
