@@ -65,6 +65,10 @@ func splitScoped(scoped string) (route, key string) {
 	return route, key
 }
 
+// LegacyOpen reports whether version-1 sync records may still live (and
+// are looked for): always before the schema's move is known.
+func (s *RedisStore) LegacyOpen() bool { return s.legacy() }
+
 // legacy reports whether version-1 records may still live.
 func (s *RedisStore) legacy() bool {
 	at, ok := s.Redis.Moved()

@@ -69,6 +69,9 @@ type Redis struct {
 	// syncKeys, when set (CheckSyncRecords), names a key's sync-route
 	// records, read by Enqueue.
 	syncKeys SyncKeys
+	// syncOpen, when set (CheckSyncRecordsWhile), says whether syncKeys
+	// are read still.
+	syncOpen func() bool
 
 	mu     sync.RWMutex
 	shards map[string]int
@@ -114,6 +117,13 @@ type SyncKeys func(route, key string) (lock, done, attempts string)
 // those keys may share the script's slot: a single server or Sentinel,
 // never a Cluster. Call it before use.
 func (r *Redis) CheckSyncRecords(k SyncKeys) { r.syncKeys = k }
+
+// CheckSyncRecordsWhile bounds CheckSyncRecords to while open says so:
+// the sync records it reads are those of the store's schema version 1,
+// which live only so long after the store moved to version 2
+// (ledger.RedisStore.LegacyOpen); the sync records of version 2 are the
+// queue's own. Call it before use.
+func (r *Redis) CheckSyncRecordsWhile(open func() bool) { r.syncOpen = open }
 
 // ChecksSyncRecords reports whether Enqueue reads the sync records.
 func (r *Redis) ChecksSyncRecords() bool { return r.syncKeys != nil }
@@ -649,7 +659,7 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(e.Route, shard, e.Key), r.event(e.Route, shard, eid), r.stream(e.Route, shard), r.ageSet(e.Route, shard)}
-	if r.syncKeys != nil {
+	if r.syncKeys != nil && (r.syncOpen == nil || r.syncOpen()) {
 		lock, done, attempts := r.syncKeys(e.Route, e.Key)
 		keys = append(keys, lock, done, attempts)
 	}

@@ -64,3 +64,36 @@ func TestRedisSyncPlaceSharesTheRecord(t *testing.T) {
 		}
 	}
 }
+
+// The enqueue reads a schema-1 sync record (CheckSyncRecords) only while
+// such records may live (CheckSyncRecordsWhile).
+func TestRedisEnqueueReadsSchema1SyncRecordsWhileOpen(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t, redistest.Start(t))
+	b := NewRedis(c, "test:", 0)
+	if err := b.Prepare(ctx, testRoute, 1); err != nil {
+		t.Fatal(err)
+	}
+	old := func(kind, key string) string { return "test:webhook_" + kind + ":{" + testRoute + ":" + key + "}" }
+	b.CheckSyncRecords(func(route, key string) (string, string, string) {
+		return old("lock", key), old("done", key), old("attempts", key)
+	})
+	open := true
+	b.CheckSyncRecordsWhile(func() bool { return open })
+	rec, err := store.EncodeOutcome(store.Outcome{Status: 200, Body: []byte("old"), Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if err := c.Set(ctx, old("done", k), rec, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ack, err := b.Enqueue(ctx, testEntry("a", "fp"), 100); err != nil || ack.State != Delivered || string(ack.Outcome.Body) != "old" {
+		t.Fatalf("Enqueue while schema-1 records may live = %+v, %v; want the old record's answer", ack, err)
+	}
+	open = false
+	if ack, err := b.Enqueue(ctx, testEntry("b", "fp"), 100); err != nil || ack.State != Enqueued {
+		t.Fatalf("Enqueue after = %+v, %v; want enqueued (not looked up)", ack, err)
+	}
+}

@@ -191,6 +191,12 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if q, ok := qb.(*queue.Redis); ok {
+		if rs, ok := keys.(*ledger.RedisStore); ok {
+			// The enqueue reads schema-1 sync records while they may live.
+			q.CheckSyncRecordsWhile(rs.LegacyOpen)
+		}
+	}
 	// Every store call is timed (webhook_store_duration_seconds{op});
 	// the optional interfaces below are asked of the store itself.
 	st := store.NewTimed(keys, func(op string) store.Observer { return m.StoreObserver(op) })
@@ -565,10 +571,11 @@ func openQueue(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slo
 		q := queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		q.UseBatcher(rc.RunScript)
 		q.UseDurable(rc.RunDurable)
-		// A route switched from sync to queue answers a retry of an event
-		// finished before the switch from the sync record, read in the
-		// enqueue's script where it shares the slot: not on a Cluster,
-		// where the gateway reads it first instead (proxy).
+		// A route switched from sync to queue before the store moved to
+		// schema 2 answers a retry of an event finished before the switch
+		// from its schema-1 sync record, read in the enqueue's script
+		// where it shares the slot (while such records may live): not on
+		// a Cluster, where the gateway reads it first instead (proxy).
 		if sk, ok := st.(syncKeyer); ok {
 			if _, cluster := rc.Client().(*redis.ClusterClient); !cluster {
 				q.CheckSyncRecords(func(route, key string) (string, string, string) { return sk.SyncKeys(idkey.Scoped(route, key)) })
