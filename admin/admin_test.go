@@ -22,6 +22,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/eventually"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
@@ -87,12 +88,13 @@ func newCluster(t *testing.T, redisAddr string, n int) *cluster {
 		}
 		reg := prometheus.NewRegistry()
 		log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-		gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: metrics.New(reg), Logger: log})
+		keys := ledger.RedisStoreOn(st)
+		gw := proxy.New(cfg, proxy.Options{Store: keys, Metrics: metrics.New(reg), Logger: log})
 		ctx, cancel := context.WithCancel(context.Background())
 		st.SubscribeResets(ctx, gw.Forget)
 		nd := &node{
 			gw:    httptest.NewServer(gw),
-			admin: httptest.NewServer(admin.Handler(admin.Options{Gatherer: reg, Store: st, Gateway: gw, Broadcaster: st, Token: cfg.Admin.Token, Logger: log})),
+			admin: httptest.NewServer(admin.Handler(admin.Options{Gatherer: reg, Store: keys, Gateway: gw, Broadcaster: st, Token: cfg.Admin.Token, Logger: log})),
 			st:    st, reg: reg,
 		}
 		t.Cleanup(func() { cancel(); nd.gw.Close(); nd.admin.Close(); st.Close() })

@@ -71,6 +71,12 @@ const (
 	// Unavailable: the store did not answer (Err). The caller may answer
 	// 503, or forward on the local window alone (ForwardLocally).
 	Unavailable
+	// Queued: the delivery queue holds the key (the route is, or was on
+	// another instance, a queue route): its event EventID is queued,
+	// retrying or dead-lettered (Dead). Answer as the queue route answers
+	// a copy: its acknowledgement replayed, or 422 when Fingerprint, the
+	// queued copy's, is not this copy's.
+	Queued
 )
 
 // Admission is the guard's answer to Open or Claim.
@@ -87,6 +93,10 @@ type Admission struct {
 	Attempts int64
 	// Err is the store's error (Unavailable).
 	Err error
+	// EventID, Fingerprint and Dead describe the queued event (Queued).
+	EventID     string
+	Fingerprint string
+	Dead        bool
 }
 
 // Key is one delivery's hold on its idempotency key.
@@ -197,6 +207,9 @@ func (k *Key) Claim(ctx context.Context) Admission {
 		return Admission{Verdict: Proceed, Layer: "store", Attempts: c.Attempts}
 	case store.InFlight:
 		return Admission{Verdict: Busy, Layer: "store", RetryAfter: c.RetryAfter, Attempts: c.Attempts}
+	case store.Queued:
+		return Admission{Verdict: Queued, Layer: "store", Attempts: c.Attempts,
+			EventID: c.EventID, Fingerprint: c.Fingerprint, Dead: c.Dead}
 	case store.Finished:
 		a := finishedAdmission("store", &c.Outcome, k.fp, c.Attempts)
 		if a.Verdict == Replay {

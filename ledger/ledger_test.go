@@ -14,6 +14,7 @@ import (
 
 	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/ledger/ledgertest"
+	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/store/redistest"
 )
 
@@ -57,6 +58,7 @@ func memorySubject(_ *testing.T, clock *ledgertest.Clock) ledgertest.Subject {
 			}
 			clock.Add(d)
 		},
+		EndLease: func(*testing.T, string, string) { clock.Add(ledgertest.Lease) },
 	}
 }
 
@@ -99,6 +101,12 @@ func redisSubjects(c redis.UniversalClient) func(*testing.T, *ledgertest.Clock) 
 					n, err := c.Exists(context.Background(), name).Result()
 					return err == nil && n == 0
 				})
+			},
+			EndLease: func(t *testing.T, route, key string) {
+				t.Helper()
+				if err := c.HSet(context.Background(), ledger.KeyHash(l, route, key), "lease", 1).Err(); err != nil {
+					t.Fatalf("HSET lease %s: %v", key, err)
+				}
 			},
 		}
 	}
@@ -245,10 +253,27 @@ func TestLedgerRedisDurableWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	step("Get, Stats, Delete", 0, 2, func() {
+	step("Get, Stats, Delete", 0, 3, func() {
 		ledgertest.WantState(t, l, "k", ledger.StateDeadLettered)
 		ledgertest.WantStats(t, l, 0, 0, time.Time{})
 		if _, err := l.Delete(background, ledgertest.Route, "k"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The sync path: only Finish records an outcome.
+	var sc store.Claim
+	step("Claim", 0, 1, func() { sc = ledgertest.MustClaim(t, l, "s", store.Claimed) })
+	step("Finish", 1, 0, func() {
+		if err := l.Finish(background, ledgertest.Route, "s", sc.Token, ledgertest.SyncOutcome("s"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("Claim, Release, Reset", 0, 3, func() {
+		sc = ledgertest.MustClaim(t, l, "s2", store.Claimed)
+		if err := l.Release(background, ledgertest.Route, "s2", sc.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Reset(background, ledgertest.Route, "s2"); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -44,14 +44,31 @@ type luaFunc struct{ name, src string }
 // luaLib is the library, each function after those it calls.
 var luaLib = []luaFunc{
 	{"", `local ENQ, QUEUED, DEAD, DONE = '` + ledgerEnqueuing + `', '` + ledgerQueued + `', '` + ledgerDead + `', '` + ledgerDone + `'
+local LOCK, RESET = '` + ledgerLocked + `', '` + ledgerReset + `'
+`},
+	{"redis_ms", `
+-- redis_ms is Redis' clock in ms: a sync copy's lease is judged on it,
+-- the same for every instance whatever its own clock says.
+local function redis_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`},
+	{"key_free", `
+-- key_free says whether a key in state st (false: none) with the lease
+-- deadline lease is free for a new copy: no state, a reset tombstone, or
+-- a sync copy's lock whose lease is over.
+local function key_free(st, lease)
+  return not st or st == RESET or (st == LOCK and (tonumber(lease) or 0) <= redis_ms())
+end
 `},
 	{"key_seen", `
 -- key_seen counts a copy of a known key (n, last = now) and reports it:
 -- {1, n, st, eid, fp}, or {2, n, rec} when finished; nil (nothing
--- changed) when the key has no state.
+-- changed) when the key is free (key_free).
 local function key_seen(k, now)
-  local h = redis.call('HMGET', k, 'st', 'eid', 'fp', 'rec')
-  if not h[1] then
+  local h = redis.call('HMGET', k, 'st', 'eid', 'fp', 'rec', 'lease')
+  if key_free(h[1], h[5]) then
     return nil
   end
   local n = redis.call('HINCRBY', k, 'n', 1)
@@ -302,6 +319,111 @@ local function key_delete(k, age)
   return h, f[1], f[2] == DEAD, f[2] == DEAD and f[3]
 end
 `},
+	{"key_claim", `
+-- key_claim counts a copy of a sync route's event (n, first, last =
+-- now) and, when the key is free (key_free), locks it for the copy:
+-- state lock, owner tok, lease deadline (Redis' clock), fingerprint fp,
+-- one try more; the hash lives at least max(lease, keep) ms (keep: how
+-- long the counters outlive a released lock). Reply: {0, n} locked;
+-- {1, n, ms left} another copy's lease; {2, n, rec} finished; {3, n,
+-- st, eid, fp} the queue holds the key (enq, queued or dead).
+local function key_claim(k, tok, fp, now, lease, keep)
+  local h = redis.call('HMGET', k, 'st', 'lease', 'eid', 'fp', 'rec')
+  local n = redis.call('HINCRBY', k, 'n', 1)
+  if n == 1 then
+    redis.call('HSET', k, 'first', now, 'last', now)
+  else
+    redis.call('HSET', k, 'last', now)
+  end
+  local t = redis_ms()
+  lease = tonumber(lease)
+  local ttl = math.max(lease, tonumber(keep) or 0)
+  if h[1] == DONE then
+    return {2, n, h[5] or ''}
+  end
+  if not key_free(h[1], h[2]) then
+    if h[1] ~= LOCK then
+      return {3, n, h[1], h[3] or '', h[4] or ''}
+    end
+    local left = tonumber(h[2]) - t
+    if redis.call('PTTL', k) < math.max(ttl, left) then
+      redis.call('PEXPIRE', k, math.max(ttl, left))
+    end
+    return {1, n, left}
+  end
+  redis.call('HSET', k, 'st', LOCK, 'tok', tok, 'lease', t + lease, 'fp', fp)
+  redis.call('HINCRBY', k, 'qt', 1)
+  if redis.call('PTTL', k) < ttl then
+    redis.call('PEXPIRE', k, ttl)
+  end
+  return {0, n}
+end
+`},
+	{"key_done", `
+-- key_done records a sync copy's outcome rec for retention ms: 1 when
+-- tok owns the key's lock (its lease over or not), or when the key is
+-- free of everything but counters (no state, or another copy's lock
+-- whose lease is over), tok is not empty and no reset tombstone's time
+-- (rst) runs: the lock vanished and the upstream did accept this copy.
+-- 0 (nothing changed) otherwise: another copy's live lease, a finished
+-- key, a reset tombstone, a key the queue holds.
+local function key_done(k, tok, rec, retention)
+  local h = redis.call('HMGET', k, 'st', 'tok', 'lease', 'rst')
+  if h[1] ~= LOCK or h[2] ~= tok then
+    if tok == '' or (h[1] and not (h[1] == LOCK and key_free(h[1], h[3]))) then
+      return 0
+    end
+    -- Not the owner: a reset tombstone (rst, its deadline) still bars it,
+    -- whatever copies claimed and released the key since.
+    if (tonumber(h[4]) or 0) > redis_ms() then
+      return 0
+    end
+  end
+  redis.call('HSET', k, 'st', DONE, 'rec', rec)
+  redis.call('HDEL', k, 'tok', 'lease')
+  redis.call('PEXPIRE', k, retention)
+  return 1
+end
+`},
+	{"key_release", `
+-- key_release drops the lock tok holds while its lease lasts: 1, the
+-- counters kept until the hash expires (or dropped with it when drop is
+-- '1'); 0 (nothing changed) when tok holds no live lease.
+local function key_release(k, tok, drop)
+  local h = redis.call('HMGET', k, 'st', 'tok', 'lease')
+  if h[1] ~= LOCK or h[2] ~= tok or key_free(h[1], h[3]) then
+    return 0
+  end
+  if drop == '1' then
+    redis.call('DEL', k)
+  else
+    redis.call('HDEL', k, 'st', 'tok', 'lease')
+  end
+  return 1
+end
+`},
+	{"key_reset", `
+-- key_reset forgets the key as key_delete does and leaves a reset
+-- tombstone (state reset, rst its deadline on Redis' clock) for the
+-- remaining lease of a sync copy's lock or hold ms, the longer: until
+-- then key_done records nothing without owning the lock, also once a
+-- later copy claimed and released the key (key_claim keeps rst), so a
+-- copy in flight at the reset cannot undo it. Returns key_delete's answers and Redis' clock.
+local function key_reset(k, age, hold)
+  local lease = redis.call('HMGET', k, 'st', 'lease')
+  local t = redis_ms()
+  local keep = tonumber(hold) or 0
+  if lease[1] == LOCK then
+    keep = math.max(keep, (tonumber(lease[2]) or 0) - t)
+  end
+  local h, eid, dead, dlq = key_delete(k, age)
+  if keep > 0 then
+    redis.call('HSET', k, 'st', RESET, 'rst', t + keep)
+    redis.call('PEXPIRE', k, keep)
+  end
+  return h, eid, dead, dlq, t
+end
+`},
 }
 
 // Script returns the Redis script that runs body after the functions of
@@ -346,10 +468,24 @@ func luaCalls(src, name string) bool { return strings.Contains(src, name+"(") }
 // the admin API shows; a hash with no state is absent. op and key name
 // the read in an error.
 func ReadKeyHash(op, key string, h map[string]string) (KeyState, error) {
+	return readKeyHash(op, key, h, 0)
+}
+
+// readKeyHash is ReadKeyHash judging a sync copy's lease on Redis' clock
+// now (ms); 0: not judged, a lock is in flight.
+func readKeyHash(op, key string, h map[string]string, now int64) (KeyState, error) {
 	ks := KeyState{State: StateAbsent}
 	switch h["st"] {
-	case "":
+	case ledgerReset:
 		return ks, nil
+	case "":
+		if h["n"] == "" {
+			return ks, nil
+		}
+	case ledgerLocked:
+		if lease, _ := strconv.ParseInt(h["lease"], 10, 64); now == 0 || lease > now {
+			ks.State = StateInFlight
+		}
 	case ledgerEnqueuing, ledgerQueued:
 		ks.State = StateQueued
 	case ledgerDead:
@@ -357,7 +493,7 @@ func ReadKeyHash(op, key string, h map[string]string) (KeyState, error) {
 	case ledgerDone:
 		ks.State = StateFinished
 	default:
-		return ks, fmt.Errorf("ledger: redis %s %q: %w: state %q", op, key, ErrCorrupt, clipLedger(h["st"]))
+		return ks, fmt.Errorf("ledger: redis %s %q: %w: state %q", op, key, errBothCorrupt, clipLedger(h["st"]))
 	}
 	ks.EventID, ks.Fingerprint = h["eid"], h["fp"]
 	ks.Copies, _ = strconv.ParseInt(h["n"], 10, 64)
@@ -368,7 +504,7 @@ func ReadKeyHash(op, key string, h map[string]string) (KeyState, error) {
 	if ks.State == StateFinished {
 		out, err := store.DecodeOutcome([]byte(h["rec"]))
 		if err != nil {
-			return ks, fmt.Errorf("ledger: redis %s %q: %w: %v", op, key, ErrCorrupt, err)
+			return ks, fmt.Errorf("ledger: redis %s %q: %w: %v", op, key, errBothCorrupt, err)
 		}
 		ks.Status, ks.Outcome = out.Status, out
 	}
@@ -409,7 +545,8 @@ func ReadSeen(op, key string, res []any) (r Reserved, ok bool, err error) {
 		}
 		r := Reserved{State: Pending, ID: eid, Fingerprint: fp, Copies: n}
 		switch st {
-		case ledgerEnqueuing:
+		case ledgerEnqueuing, ledgerLocked:
+			// Being stored (Kafka), or forwarded by a sync route's copy.
 			r.State = InFlight
 		case ledgerQueued:
 		case ledgerDead:

@@ -46,6 +46,12 @@ type Memory struct {
 	// skipped).
 	done  int64
 	order []memDone
+
+	// sync is the sync routes' options (SetSync); tokPrefix and seq
+	// mint their lock tokens.
+	sync      SyncOptions
+	tokPrefix string
+	seq       uint64
 }
 
 // memDone is a finished or purged key in the order of finishing.
@@ -81,7 +87,9 @@ type memLedgerRoute struct {
 // memLedgerKey mirrors Redis's key hash; an empty string is an
 // absent field.
 type memLedgerKey struct {
-	st             string // enq, queued, dead, done
+	st             string // enq, queued, dead, done; lock, reset (Sync); "" released
+	lease          int64  // ms: a lock's lease deadline
+	rst            int64  // ms: a reset tombstone's deadline (kept by Claim)
 	eid, tok, rtok string
 	// ptok is a pending token: a retry or replay record produced with it
 	// may be read before its settlement is recorded, and is adopted then.
@@ -113,6 +121,10 @@ const (
 	ledgerQueued    = "queued"
 	ledgerDead      = "dead"
 	ledgerDone      = "done"
+	// ledgerLocked: a sync route's copy holds the key (Claim) until its
+	// lease deadline; ledgerReset: a reset tombstone (Reset).
+	ledgerLocked = "lock"
+	ledgerReset  = "reset"
 )
 
 // ledgerSweepEvery is how often Memory forgets every key whose time
@@ -279,6 +291,12 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 	m.sweep(now)
 	r := m.route(res.Route)
 	k := r.key(res.Key, now)
+	if k != nil && k.free(ledgerMs(now)) {
+		// A released lock, a lease run out, a reset tombstone: the key
+		// is new to the queue.
+		r.forget(res.Key, k)
+		k = nil
+	}
 	if k == nil {
 		if res.MaxDepth < 0 || res.MaxDepth > 0 && len(r.age) >= res.MaxDepth {
 			return Reserved{State: Full}, nil
@@ -294,7 +312,8 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 	k.n++
 	k.last = ledgerMs(now)
 	switch k.st {
-	case ledgerEnqueuing:
+	case ledgerEnqueuing, ledgerLocked:
+		// Being stored, or forwarded by a sync route's copy.
 		return Reserved{State: InFlight, ID: k.eid, Fingerprint: k.fp, Copies: k.n}, nil
 	case ledgerDone:
 		out, err := store.DecodeOutcome(k.rec)
@@ -604,13 +623,20 @@ func (m *Memory) Get(_ context.Context, route, key string) (KeyState, error) {
 }
 
 func (m *Memory) get(r *memLedgerRoute, key string) (KeyState, error) {
-	k := r.key(key, m.now())
-	if k == nil {
+	now := m.now()
+	k := r.key(key, now)
+	if k == nil || k.st == ledgerReset {
 		return KeyState{State: StateAbsent}, nil
 	}
 	ks := KeyState{EventID: k.eid, Copies: k.n, Attempts: k.qt, FirstSeen: ledgerTime(k.first),
 		LastSeen: ledgerTime(k.last), Fingerprint: k.fp}
 	switch k.st {
+	case ledgerLocked, "":
+		// A sync copy's lock, or its counters once released.
+		ks.State = StateAbsent
+		if !k.free(ledgerMs(now)) {
+			ks.State = StateInFlight
+		}
 	case ledgerEnqueuing, ledgerQueued:
 		ks.State = StateQueued
 	case ledgerDead:

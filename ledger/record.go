@@ -27,10 +27,10 @@ const (
 	// Full: the route holds max_depth undelivered events; nothing stored.
 	Full
 	// InFlight: another copy of the key is being stored right now (Kafka:
-	// its record is being produced), or (Redis with CheckSyncRecords) a
-	// copy from before the route became a queue route is being forwarded
-	// on the sync path; answer 409 with Retry-After, as for a copy in
-	// flight on a sync route.
+	// its record is being produced), or a sync route's copy holds the
+	// key's lock (Claim: the route is, or was on another instance, a sync
+	// route) while it is forwarded; answer 409 with Retry-After, as for
+	// a copy in flight on a sync route.
 	InFlight
 )
 
@@ -124,8 +124,10 @@ type DeadEntry struct {
 
 // KeyState is a queue route's key as the admin API shows it.
 type KeyState struct {
-	// State is "absent", "queued" (ready, being delivered or waiting to
-	// retry), "dead_lettered" or "finished".
+	// State is "absent" (also a sync copy's released lock or reset
+	// tombstone: the counters of a released lock are still shown),
+	// "in_flight" (a sync copy's lock), "queued" (ready, being delivered
+	// or waiting to retry), "dead_lettered" or "finished".
 	State       string
 	EventID     string
 	Copies      int64
@@ -145,6 +147,9 @@ const (
 	StateQueued       = "queued"
 	StateDeadLettered = "dead_lettered"
 	StateFinished     = "finished"
+	// StateInFlight: a sync route's copy holds the key's lock (Claim)
+	// while it is forwarded.
+	StateInFlight = "in_flight"
 )
 
 // RefuseNew as Enqueue's maxDepth stores no new event (Full) while still

@@ -51,6 +51,8 @@ type Redis struct {
 	run ScriptRunner
 	// durable, when set (UseDurable), sends the durableScripts; nil: run.
 	durable ScriptRunner
+	// sync runs the Sync transitions on the same records (SetSync).
+	sync *SyncRedis
 }
 
 var _ Ledger = (*Redis)(nil)
@@ -65,6 +67,7 @@ func NewRedis(client redis.UniversalClient, prefix string, timeout time.Duration
 	l.run = func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 		return s.Run(ctx, client, keys, args...)
 	}
+	l.SetSync(SyncOptions{})
 	return l
 }
 
@@ -102,7 +105,7 @@ func ledgerTag(route string) string { return "{kq:" + route + "}" }
 func (l *Redis) keyPrefix(route string) string {
 	return l.prefix + "webhook_kkey:" + ledgerTag(route)
 }
-func (l *Redis) keyHash(route, key string) string { return l.keyPrefix(route) + key }
+func (l *Redis) keyHash(route, key string) string { return KafkaKey(l.prefix, route, key) }
 func (l *Redis) ageSet(route string) string {
 	return l.prefix + "webhook_kage:" + ledgerTag(route)
 }
@@ -694,11 +697,7 @@ func (l *Redis) DeadEntry(ctx context.Context, route, eid string) (DeadEntry, st
 func (l *Redis) Get(ctx context.Context, route, key string) (KeyState, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
-	h, err := l.client.HGetAll(ctx, l.keyHash(route, key)).Result()
-	if err != nil {
-		return KeyState{}, ledgerFail("get", err)
-	}
-	return ReadKeyHash("get", key, h)
+	return l.sync.Get(ctx, route, key)
 }
 
 // Delete implements Ledger.

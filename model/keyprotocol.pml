@@ -3,9 +3,15 @@
  *
  * One event (one idempotency key, one payload) is sent several times by a
  * provider to N gateway instances that share one store (Redis). The model
- * follows proxy/deliver.go, proxy/forward.go, dedupe/cache.go and the Lua
- * scripts of store/redis.go (claim, finish, release, inspect with delete).
- * model/README.md says what is abstracted away and how to run the checks.
+ * follows proxy/deliver.go, proxy/forward.go, dedupe/cache.go and the sync
+ * transitions of the key record's Lua library, ledger/lua.go (key_claim,
+ * key_done, key_release, key_reset; store/redis.go's own scripts before
+ * schema version 2). The lock is the record's state lock with its owner
+ * token and a lease deadline on Redis' clock (Expirer: the lease running
+ * out); the reset tombstone is a deadline field of the record that a later
+ * claim and release keep, as the separate tombstone key was: the shape of
+ * each transition is unchanged. model/README.md says what is abstracted
+ * away and how to run the checks.
  *
  * PROCESSES
  *   Provider     sends the copies: retries and spontaneous duplicates, at

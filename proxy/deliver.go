@@ -327,8 +327,10 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	d.attempt = adm.Attempts
 	g.checkAttempts(d)
 	// A route a reload turned from queue into sync: a key new to the
-	// store may be one the queue delivered or dead-lettered (queue.go).
-	if g.otherMode(d) {
+	// store may be one the queue delivered or dead-lettered (queue.go),
+	// unless the store keeps it in the queue's own record (its claim
+	// answered it then).
+	if !g.sharedKeys && g.otherMode(d) {
 		if done, err := g.queueRecord(d, k); done {
 			return err
 		}
@@ -347,7 +349,27 @@ func (g *Gateway) duplicate(d *delivery, adm dedupe.Admission) error {
 		return g.inFlightDuplicate(d, adm.Layer, adm.RetryAfter)
 	}
 	g.checkAttempts(d)
+	if adm.Verdict == dedupe.Queued {
+		return g.queuedDuplicate(d, adm)
+	}
 	return g.finishedDuplicate(d, adm.Layer, adm.Outcome)
+}
+
+// queuedDuplicate answers a copy of an event the queue holds (a route
+// that is, or was on another instance, a queue route): acknowledged as
+// the queue route acknowledges a copy, marked Idempotent-Replayed, or
+// 422 for another payload; not forwarded. In shadow mode it is counted
+// the same and forwarded anyway.
+func (g *Gateway) queuedDuplicate(d *delivery, adm dedupe.Admission) error {
+	same := adm.Fingerprint == d.fp
+	d.rt.m.Duplicate(adm.Layer, finishedOutcome(same))
+	switch {
+	case d.rt.Dedupe.Mode == config.ModeShadow:
+		return g.forwardGated(d, nil)
+	case !same:
+		return errKeyReused
+	}
+	return g.ackQueued(d, adm.EventID, true)
 }
 
 // storeDown answers a delivery whose store did not answer: 499 when the

@@ -63,6 +63,14 @@ type Options struct {
 	// from sync into queue, the gateway reads the store's record before
 	// each enqueue, for the old route's retention after the switch.
 	QueueReadsSyncRecords bool
+	// SharedKeys: the store keeps every key in the queue's own key
+	// records (Redis with the Redis Streams or Kafka queue: package
+	// ledger), so a route that switched mode needs no look into the other
+	// mode's records: the claim answers a key the queue holds, the
+	// enqueue one a sync copy holds. Only records of the earlier schema
+	// remain apart: read with the store's Peek (schema 1's sync records)
+	// on a queue route that ran as a sync route.
+	SharedKeys bool
 	// Breaker holds the sync routes' circuit breakers (control.Gate). Nil:
 	// a route's breaker setting is ignored.
 	Breaker Breaker
@@ -89,6 +97,8 @@ type Gateway struct {
 	store   store.Store
 	// readsSync: see Options.QueueReadsSyncRecords.
 	readsSync bool
+	// sharedKeys: see Options.SharedKeys.
+	sharedKeys bool
 	// modes: see Options.Modes. A route that ran in the other mode
 	// recently has the copies its own records do not know looked up in
 	// the other mode's records (syncRecord, queueRecord).
@@ -112,6 +122,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 		breaker:      o.Breaker,
 		store:        o.Store,
 		readsSync:    o.QueueReadsSyncRecords,
+		sharedKeys:   o.SharedKeys,
 		modes:        o.Modes,
 		writeTimeout: o.WriteTimeout,
 	}

@@ -55,7 +55,15 @@ func (g *Gateway) queued(d *delivery) error {
 		}
 		return g.duplicate(d, adm)
 	}
-	if !g.readsSync && g.otherMode(d) {
+	switch {
+	case g.readsSync || !g.otherMode(d):
+	case g.sharedKeys:
+		// One record for both modes: only a record of the earlier schema
+		// is looked at.
+		if done, err := g.syncRecord(d); done {
+			return err
+		}
+	default:
 		if shadow {
 			if done, err := g.syncRecord(d); done {
 				return err

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/store/redistest"
@@ -56,7 +57,7 @@ func redisQueueOpts(t *testing.T) []harnessOpt {
 	t.Cleanup(func() { st.Close() })
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { c.Close() })
-	return []harnessOpt{withStore(st), withQueue(queue.NewRedis(c, "t:", 0))}
+	return []harnessOpt{withStore(ledger.RedisStoreOn(st)), withQueue(queue.NewRedis(c, "t:", 0))}
 }
 
 func testQueueRouteRefusesCapturedDeliveryResentUnderFreshKey(t *testing.T, h *harness) {

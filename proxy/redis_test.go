@@ -18,6 +18,7 @@ import (
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/internal/eventually"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
@@ -110,8 +111,8 @@ func (f *fleet) start() *instance {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	in := &instance{st: st, reg: prometheus.NewRegistry()}
-	in.gw = proxy.New(cfg, proxy.Options{Store: st, Metrics: metrics.New(in.reg),
+	in := &instance{st: ledger.RedisStoreOn(st), reg: prometheus.NewRegistry()}
+	in.gw = proxy.New(cfg, proxy.Options{Store: in.st, Metrics: metrics.New(in.reg),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	in.srv = serveDoor(f.t, in.gw, proxy.DefaultLimits, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	f.t.Cleanup(func() { in.srv.Close(); st.Close() })
@@ -207,8 +208,9 @@ func testCrashedLockHolderBlocksOnlyUntilLockTTL(t *testing.T) {
 	addr := redistest.Start(t)
 	f := newFleet(t, []string{addr}, 1, "reject", "4s")
 	// A "dead instance": it claimed the key and never finished nor released.
-	dead, _ := store.NewRedis(store.RedisOptions{Addrs: []string{addr}, KeyPrefix: "t:"})
-	defer dead.Close()
+	deadConn, _ := store.NewRedis(store.RedisOptions{Addrs: []string{addr}, KeyPrefix: "t:"})
+	defer deadConn.Close()
+	dead := ledger.RedisStoreOn(deadConn)
 	fp := "" // any fingerprint: the lock, not the record, decides
 	if c, err := dead.Claim(context.Background(), "orders:evt_crash", fp, time.Second); err != nil || c.State != store.Claimed {
 		t.Fatalf("claim: %+v %v", c, err)

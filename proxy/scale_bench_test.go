@@ -42,6 +42,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/idkey"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/logging"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
@@ -371,11 +372,14 @@ func BenchmarkScaleKeysHeldRedis(b *testing.B) {
 		b.Fatal("no used_memory in INFO")
 		return 0
 	}
-	st, err := store.NewRedis(store.RedisOptions{Addrs: []string{addr}, OpTimeout: 5 * time.Second})
+	conn, err := store.NewRedis(store.RedisOptions{Addrs: []string{addr}, OpTimeout: 5 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { st.Close() })
+	b.Cleanup(func() { conn.Close() })
+	// As the gateway keeps a sync route's keys on Redis: in the key
+	// records of the route's queue (one shard), no schema-1 window.
+	st := ledger.NewRedisStore(conn, ledger.StreamsPlace("", func(string) int { return 1 }), ledger.SyncOptions{ResetHold: 5 * time.Second}, 0)
 	gw, signer := scaleGateway(b, "dedupe: { cache_size: 1 }\n", "", scaleHMAC, nil, st)
 	body := scaleBody(1 << 10)
 	fp := probeFingerprint(b, gw, signer, st, body)

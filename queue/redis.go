@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +69,9 @@ type Redis struct {
 	// syncKeys, when set (CheckSyncRecords), names a key's sync-route
 	// records, read by Enqueue.
 	syncKeys SyncKeys
+	// syncOpen, when set (CheckSyncRecordsWhile), says whether syncKeys
+	// are read still.
+	syncOpen func() bool
 
 	mu     sync.RWMutex
 	shards map[string]int
@@ -116,6 +118,13 @@ type SyncKeys func(route, key string) (lock, done, attempts string)
 // never a Cluster. Call it before use.
 func (r *Redis) CheckSyncRecords(k SyncKeys) { r.syncKeys = k }
 
+// CheckSyncRecordsWhile bounds CheckSyncRecords to while open says so:
+// the sync records it reads are those of the store's schema version 1,
+// which live only so long after the store moved to version 2
+// (ledger.RedisStore.LegacyOpen); the sync records of version 2 are the
+// queue's own. Call it before use.
+func (r *Redis) CheckSyncRecordsWhile(open func() bool) { r.syncOpen = open }
+
 // ChecksSyncRecords reports whether Enqueue reads the sync records.
 func (r *Redis) ChecksSyncRecords() bool { return r.syncKeys != nil }
 
@@ -127,12 +136,10 @@ func (r *Redis) runDurable(ctx context.Context, s *redis.Script, keys []string, 
 	return r.run(ctx, s, keys, args...)
 }
 
-func (r *Redis) tag(route string, shard int) string {
-	return "{q:" + route + ":" + strconv.Itoa(shard) + "}"
-}
+func (r *Redis) tag(route string, shard int) string { return ledger.StreamsTag(route, shard) }
 
 func (r *Redis) keyHash(route string, shard int, key string) string {
-	return r.prefix + "webhook_qkey:" + r.tag(route, shard) + key
+	return ledger.StreamsKey(r.prefix, route, shard, key)
 }
 func (r *Redis) event(route string, shard int, eid string) string {
 	return r.prefix + "webhook_event:" + r.tag(route, shard) + eid
@@ -144,7 +151,7 @@ func (r *Redis) retrySet(route string, shard int) string {
 	return r.prefix + "webhook_retry:" + r.tag(route, shard)
 }
 func (r *Redis) ageSet(route string, shard int) string {
-	return r.prefix + "webhook_age:" + r.tag(route, shard)
+	return ledger.StreamsAge(r.prefix, route, shard)
 }
 func (r *Redis) dlq(route string, shard int) string {
 	return r.prefix + "webhook_dlq:" + r.tag(route, shard)
@@ -195,13 +202,40 @@ func (r *Redis) Shards(route string) int {
 // does not answer (ErrUnavailable): the groups are then created when the
 // workers first read.
 func (r *Redis) Prepare(ctx context.Context, route string, shards int) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	if err := r.fixShards(ctx, route, shards); err != nil {
+		return err
+	}
+	for s := range shards {
+		if err := r.createGroup(ctx, route, s); err != nil {
+			return err
+		}
+		if err := r.countDLQBytes(ctx, route, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PrepareKeys fixes a sync route's shard count as Prepare does, without
+// its streams: the route's key records live in its shards' slots
+// (SyncPlace), where they stay if the route becomes a queue route.
+func (r *Redis) PrepareKeys(ctx context.Context, route string, shards int) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	return r.fixShards(ctx, route, shards)
+}
+
+// fixShards records route's shard count in Redis the first time and
+// refuses another one later; the count is used from the call on, even
+// when Redis does not answer.
+func (r *Redis) fixShards(ctx context.Context, route string, shards int) error {
 	use := func() {
 		r.mu.Lock()
 		r.shards[route] = shards
 		r.mu.Unlock()
 	}
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
 	meta := r.prefix + "webhook_queue_meta:{q:" + route + "}"
 	if err := r.client.SetNX(ctx, meta, shards, 0).Err(); err != nil {
 		use()
@@ -218,14 +252,6 @@ func (r *Redis) Prepare(ctx context.Context, route string, shards int) error {
 		delete(r.shards, route)
 		r.mu.Unlock()
 		return fmt.Errorf("queue: route %q was queued with %d shards in Redis; queue.shards is %d: set it back (changing it needs the route's queue empty and %s deleted)", route, got, shards, meta)
-	}
-	for s := range shards {
-		if err := r.createGroup(ctx, route, s); err != nil {
-			return err
-		}
-		if err := r.countDLQBytes(ctx, route, s); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -284,15 +310,12 @@ func (r *Redis) createGroup(ctx context.Context, route string, shard int) error 
 	return nil
 }
 
-func (r *Redis) shardOf(route, key string) int {
-	n := r.Shards(route)
-	if n == 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(n))
-}
+func (r *Redis) shardOf(route, key string) int { return ledger.ShardOf(key, r.Shards(route)) }
+
+// SyncPlace places a sync route's key records where this queue keeps its
+// routes' keys (the shard count Prepare fixed), so that a route switching
+// mode finds them: the sync path's ledger.SyncRedis runs on it.
+func (r *Redis) SyncPlace() ledger.Place { return ledger.StreamsPlace(r.prefix, r.Shards) }
 
 // newEventID names an event: its shard, a dash, 24 random hex digits.
 func newEventID(shard int) string {
@@ -692,7 +715,7 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(e.Route, shard, e.Key), r.event(e.Route, shard, eid), r.stream(e.Route, shard), r.ageSet(e.Route, shard)}
-	if r.syncKeys != nil {
+	if r.syncKeys != nil && (r.syncOpen == nil || r.syncOpen()) {
 		lock, done, attempts := r.syncKeys(e.Route, e.Key)
 		keys = append(keys, lock, done, attempts)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/control"
 	"github.com/clawgate/clawgate/metrics"
-	"github.com/clawgate/clawgate/store"
 )
 
 // controlsEvery is how often the route controls' gauges are refreshed
@@ -18,7 +17,7 @@ const controlsEvery = 5 * time.Second
 // openControls returns the routes' shared control state (pause, breaker,
 // pace): in the store's Redis, or in this process with the memory store.
 // Breaker transitions are counted and logged.
-func openControls(st store.Store, m *metrics.Metrics, log *slog.Logger) *control.Gate {
+func openControls(st storeBackend, m *metrics.Metrics, log *slog.Logger) *control.Gate {
 	var cs control.Store = control.NewMemory()
 	if rc, ok := st.(redisClient); ok {
 		cs = control.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())

@@ -51,9 +51,10 @@ func startSchemaGateway(t *testing.T, addr, upstream string) (*Server, error) {
 }
 
 // The Redis store records its schema version at the first start; a
-// store from before the version was recorded is version 1 and its
-// finished keys are still replayed; a store written by a newer schema is
-// refused, at start or, when Redis was down then, once it answers.
+// store from before the version was recorded is version 1, moved to 2,
+// and its finished keys are still replayed; a store written by a newer
+// schema is refused, at start or, when Redis was down then, once it
+// answers.
 func TestStartChecksStoreSchema(t *testing.T) {
 	ctx := context.Background()
 	up := newQUpstream(t)
@@ -71,8 +72,8 @@ func TestStartChecksStoreSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Start on a version-1 store: %v", err)
 		}
-		if v, err := rdb.Get(ctx, "clawgate:webhook_schema").Result(); err != nil || v != "1" {
-			t.Fatalf("clawgate:webhook_schema = %q, %v; want \"1\"", v, err)
+		if v, err := rdb.Get(ctx, "clawgate:webhook_schema").Result(); err != nil || v != "2" {
+			t.Fatalf("clawgate:webhook_schema = %q, %v; want \"2\"", v, err)
 		}
 		resp, err := http.Post("http://"+s.Addr().String()+"/webhook/order", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -91,12 +92,12 @@ func TestStartChecksStoreSchema(t *testing.T) {
 		addr := redistest.Start(t)
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		defer rdb.Close()
-		rdb.Set(ctx, "clawgate:webhook_schema", "2", 0)
+		rdb.Set(ctx, "clawgate:webhook_schema", "3", 0)
 		_, err := startSchemaGateway(t, addr, up.srv.URL)
 		if !errors.Is(err, store.ErrSchemaNewer) {
-			t.Fatalf("Start on a version-2 store: %v, want store.ErrSchemaNewer", err)
+			t.Fatalf("Start on a version-3 store: %v, want store.ErrSchemaNewer", err)
 		}
-		if !strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), "version 1") {
+		if !strings.Contains(err.Error(), "version 3") || !strings.Contains(err.Error(), "version 2") {
 			t.Fatalf("the error does not name both versions: %v", err)
 		}
 	})
@@ -105,7 +106,7 @@ func TestStartChecksStoreSchema(t *testing.T) {
 		srv := redistest.StartServerWith(t, redistest.Options{Args: []string{"--appendonly", "yes"}})
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		defer rdb.Close()
-		if err := rdb.Set(ctx, "clawgate:webhook_schema", "2", 0).Err(); err != nil {
+		if err := rdb.Set(ctx, "clawgate:webhook_schema", "3", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		srv.Stop()
@@ -122,7 +123,7 @@ func TestStartChecksStoreSchema(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("the newer schema was not reported once Redis answered")
 		}
-		if v, _ := rdb.Get(ctx, "clawgate:webhook_schema").Result(); v != "2" {
+		if v, _ := rdb.Get(ctx, "clawgate:webhook_schema").Result(); v != "3" {
 			t.Fatalf("the version was changed to %q", v)
 		}
 	})

@@ -156,10 +156,7 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// Every store call is timed (webhook_store_duration_seconds{op});
-	// the optional interfaces below are asked of the store itself.
-	st := store.NewTimed(raw, func(op string) store.Observer { return m.StoreObserver(op) })
-	opened.push(func() { st.Close() })
+	opened.push(func() { raw.Close() })
 	// A store written by a newer schema is refused before anything is
 	// written to it; one that does not answer is checked once it does.
 	schemaPending, err := checkSchema(raw, log)
@@ -188,6 +185,21 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	opened.push(func() { closeBackend(qb) })
+	// On Redis a sync route's keys live in the key records of the route's
+	// queue (package ledger), so that a route switching mode finds them.
+	keys, err := syncStore(cfg, raw, qb)
+	if err != nil {
+		return nil, err
+	}
+	if q, ok := qb.(*queue.Redis); ok {
+		if rs, ok := keys.(*ledger.RedisStore); ok {
+			// The enqueue reads schema-1 sync records while they may live.
+			q.CheckSyncRecordsWhile(rs.LegacyOpen)
+		}
+	}
+	// Every store call is timed (webhook_store_duration_seconds{op});
+	// the optional interfaces below are asked of the store itself.
+	st := store.NewTimed(keys, func(op string) store.Observer { return m.StoreObserver(op) })
 	// Pause, breaker and pace: shared by every instance on Redis.
 	ctl := openControls(raw, m, log)
 	ctl.Fresh = o.ControlFresh
@@ -199,8 +211,12 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	if r, ok := qb.(interface{ ChecksSyncRecords() bool }); ok {
 		readsSync = r.ChecksSyncRecords()
 	}
+	// With Redis and a Redis Streams or Kafka queue, a key has one record
+	// whatever the route's mode.
+	_, ledgerKeys := keys.(*ledger.RedisStore)
+	_, memQueue := qb.(*queue.Memory)
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm,
-		QueueReadsSyncRecords: readsSync, Breaker: ctl, Modes: ctl})
+		QueueReadsSyncRecords: readsSync, SharedKeys: ledgerKeys && !memQueue, Breaker: ctl, Modes: ctl})
 	opened.push(func() { qm.Close(0) })
 	qm.SetSender(gw)
 	if err := qm.Apply(context.Background(), queueRoutes(cfg)); err != nil {
@@ -369,6 +385,11 @@ func (in *Server) Reload(path string) error {
 		in.log.Error("config reload failed; keeping the running config", "error", err.Error())
 		return err
 	}
+	if err := prepareSyncRoutes(cfg, in.qb); err != nil {
+		in.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		in.log.Error("config reload failed; keeping the running config", "error", err.Error())
+		return err
+	}
 	in.gw.Reload(cfg)
 	in.reportParked(leaving)
 	if cert != nil {
@@ -459,6 +480,63 @@ func deadline(ctx context.Context) time.Time {
 	return d
 }
 
+// syncStore is the store the sync routes' keys live in: with Redis, the
+// ledger's key records, placed where the route's queue keeps its keys
+// (the Redis Streams queue's shards, or the Kafka queue's ledger; with
+// the memory queue, where a Redis Streams queue of queue.shards would);
+// the memory store otherwise.
+func syncStore(cfg *config.Config, raw storeBackend, qb queue.Backend) (store.Store, error) {
+	r, ok := raw.(*store.Redis)
+	if !ok {
+		return raw.(store.Store), nil
+	}
+	var place ledger.Place
+	switch q := qb.(type) {
+	case *queue.Redis:
+		if err := prepareSyncRoutes(cfg, q); err != nil {
+			return nil, err
+		}
+		place = q.SyncPlace()
+	default:
+		if cfg.Queue.Backend == config.QueueKafka {
+			place = ledger.KafkaPlace(r.KeyPrefix())
+		} else {
+			shards := max(cfg.Queue.Shards, 1)
+			place = ledger.StreamsPlace(r.KeyPrefix(), func(string) int { return shards })
+		}
+	}
+	// Records of the previous schema are answered for as long as they
+	// can live: the longest retention, and a lock's TTL.
+	var legacy time.Duration
+	for i := range cfg.Routes {
+		legacy = max(legacy, cfg.Routes[i].Retention)
+	}
+	legacy += cfg.Dedupe.LockTTL
+	return ledger.NewRedisStore(r, place, ledger.SyncOptions{ResetHold: cfg.Dedupe.LockTTL}, legacy), nil
+}
+
+// prepareSyncRoutes fixes the shard count of cfg's sync routes on the
+// Redis Streams queue (their keys live in their shards' slots); a Redis
+// that does not answer is no error (the count is used all the same).
+func prepareSyncRoutes(cfg *config.Config, qb queue.Backend) error {
+	q, ok := qb.(*queue.Redis)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), schemaTimeout)
+	defer cancel()
+	for i := range cfg.Routes {
+		r := &cfg.Routes[i]
+		if r.Queued() {
+			continue
+		}
+		if err := q.PrepareKeys(ctx, r.Name, max(cfg.Queue.Shards, 1)); err != nil && !errors.Is(err, queue.ErrUnavailable) {
+			return err
+		}
+	}
+	return nil
+}
+
 // redisClient is a store on Redis whose client the queue shares.
 type redisClient interface {
 	Client() redis.UniversalClient
@@ -475,7 +553,7 @@ type syncKeyer interface {
 
 // openQueue builds the queue backend: Kafka (keys in the store), the
 // store's Redis, or this process's memory.
-func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
+func openQueue(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
 	queued := 0
 	for i := range cfg.Routes {
 		if cfg.Routes[i].Queued() {
@@ -493,10 +571,11 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 		q := queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		q.UseBatcher(rc.RunScript)
 		q.UseDurable(rc.RunDurable)
-		// A route switched from sync to queue answers a retry of an event
-		// finished before the switch from the sync record, read in the
-		// enqueue's script where it shares the slot: not on a Cluster,
-		// where the gateway reads it first instead (proxy).
+		// A route switched from sync to queue before the store moved to
+		// schema 2 answers a retry of an event finished before the switch
+		// from its schema-1 sync record, read in the enqueue's script
+		// where it shares the slot (while such records may live): not on
+		// a Cluster, where the gateway reads it first instead (proxy).
 		if sk, ok := st.(syncKeyer); ok {
 			if _, cluster := rc.Client().(*redis.ClusterClient); !cluster {
 				q.CheckSyncRecords(func(route, key string) (string, string, string) { return sk.SyncKeys(idkey.Scoped(route, key)) })
@@ -515,7 +594,7 @@ func openQueue(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog
 
 // budget counts the finished keys a memory ledger remembers against the
 // memory store's budget, after the store's own keys.
-func budget(keys *ledger.Memory, cfg *config.Config, st store.Store, m *metrics.Metrics) {
+func budget(keys *ledger.Memory, cfg *config.Config, st storeBackend, m *metrics.Metrics) {
 	keys.MaxBytes = int64(cfg.Store.Memory.MaxBytes)
 	keys.OnEvict = m.StoreEvictions.Inc
 	if mem, ok := st.(interface{ Bytes() int64 }); ok {
@@ -525,7 +604,7 @@ func budget(keys *ledger.Memory, cfg *config.Config, st store.Store, m *metrics.
 
 // openKafka builds the Kafka backend; the keys' ledger is the store's
 // Redis, or this process's memory with the memory store.
-func openKafka(cfg *config.Config, st store.Store, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
+func openKafka(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slog.Logger) (queue.Backend, error) {
 	k := cfg.Queue.Kafka
 	var keys ledger.Ledger
 	if rc, ok := st.(redisClient); ok {
@@ -610,7 +689,7 @@ const (
 // gateway does not start. A store that does not answer is not: the
 // gateway starts without it, as it always has, and pending is true so the
 // check runs again once it answers (awaitSchema).
-func checkSchema(st store.Store, log *slog.Logger) (pending bool, err error) {
+func checkSchema(st storeBackend, log *slog.Logger) (pending bool, err error) {
 	sc, ok := st.(schemaChecker)
 	if !ok {
 		return false, nil
@@ -660,9 +739,17 @@ func (in *Server) awaitSchema(ctx context.Context, sc schemaChecker) {
 	}
 }
 
+// storeBackend is where the keys live: the memory store (a store.Store
+// itself), or a Redis connection the sync routes' store, the queue and
+// the controls share (syncStore makes the store.Store).
+type storeBackend interface {
+	Ping(ctx context.Context) error
+	Close() error
+}
+
 // openStore builds the configured store. A Redis that is down does not stop
 // the start: /readyz says 503 until it answers.
-func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.Store, error) {
+func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (storeBackend, error) {
 	switch cfg.Store.Backend {
 	case config.BackendRedis:
 		store.SetRedisLogger(log)
@@ -671,7 +758,6 @@ func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (store.
 			Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password,
 			DB: r.DB, TLS: r.TLS, KeyPrefix: r.KeyPrefix,
 			WaitReplicas: r.WaitReplicas, WaitTimeout: r.WaitTimeout, OnReplicaShortfall: m.StoreReplicaShortfalls.Inc,
-			ResetHold: cfg.Dedupe.LockTTL,
 		})
 	default:
 		log.Info("memory store: idempotency state is kept in this process only and lost on restart")

@@ -115,7 +115,8 @@ func TestWriteUpgradeFixture(t *testing.T) {
 // events are delivered once each, the finished keys answer their copies
 // with the stored answer without forwarding, the dead-lettered events
 // are listed and replayed once, the purged one stays refused, and the
-// schema version is 1.
+// store is moved to schema version 2 (the sync route's finished keys are
+// read from their version-1 records).
 func TestUpgradeReadsRecordsOfTheEarlierBuild(t *testing.T) {
 	addr := redistest.Start(t)
 	d := redistest.LoadSnapshot(t, addr, upgradeFixture)
@@ -183,7 +184,7 @@ func TestUpgradeReadsRecordsOfTheEarlierBuild(t *testing.T) {
 			t.Errorf("%s reached the upstream %d times after the upgrade, want 0", k, n)
 		}
 	}
-	if v, err := redistest.Command(addr, "GET", "clawgate:webhook_schema"); err != nil || v != "1" {
-		t.Errorf("schema version after the upgrade: %q %v, want 1", v, err)
+	if v, err := redistest.Command(addr, "GET", "clawgate:webhook_schema"); err != nil || v != "2" {
+		t.Errorf("schema version after the upgrade: %q %v, want 2", v, err)
 	}
 }

@@ -36,41 +36,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func memoryFixture(t *testing.T) *fixture {
-	clock := newFakeClock()
-	m := NewMemory(MemoryOptions{Now: clock.Now})
-	const short = 50 * time.Millisecond
-	return &fixture{
-		s:        m,
-		lockTTL:  30 * time.Second,
-		shortTTL: short,
-		expireLock: func(t *testing.T, key string) {
-			clock.Advance(short)
-		},
-		expireReset: func(t *testing.T, key string) {
-			clock.Advance(short)
-		},
-		checkRetention: func(t *testing.T, key string, retention time.Duration) {
-			t.Helper()
-			clock.Advance(retention - time.Nanosecond)
-			if st := mustGet(t, m, key); st.State != Finished {
-				t.Fatalf("just before retention: %+v, want finished", st)
-			}
-			clock.Advance(time.Nanosecond)
-			if st := mustGet(t, m, key); st != (KeyState{}) {
-				t.Fatalf("after retention: %+v, want forgotten", st)
-			}
-			if c := mustClaim(t, m, key, fpA, time.Second, Claimed); c.Attempts != 1 {
-				t.Fatalf("claim after retention counted %d attempts, want 1 (counter lives with the record)", c.Attempts)
-			}
-		},
-	}
-}
-
-func TestMemoryConformance(t *testing.T) {
-	testStore(t, memoryFixture)
-}
-
 func TestMemoryEvictsOldestFirst(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()

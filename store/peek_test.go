@@ -4,17 +4,14 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/clawgate/clawgate/store/redistest"
 )
 
 // Peek reports a key's state and stored answer without counting a
-// delivery: memory, Redis, and through Timed.
+// delivery: memory, and through Timed (the Redis store's is
+// ledger.RedisStore's).
 func TestPeek(t *testing.T) {
-	addr := redistest.Start(t)
 	stores := map[string]func(t *testing.T) Store{
 		"memory": func(t *testing.T) Store { return NewMemory(MemoryOptions{}) },
-		"redis":  func(t *testing.T) Store { return newTestRedis(t, RedisOptions{Addrs: []string{addr}}) },
 		"timed": func(t *testing.T) Store {
 			return NewTimed(NewMemory(MemoryOptions{}), func(string) Observer { return nopObserver{} })
 		},

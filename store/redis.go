@@ -2,14 +2,12 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,12 +40,8 @@ type RedisOptions struct {
 	// min(caller's deadline, now+OpTimeout), so a hung Redis cannot hang a
 	// request. 0 means DefaultOpTimeout.
 	OpTimeout time.Duration
-	// AttemptsTTL: as MemoryOptions.AttemptsTTL.
-	AttemptsTTL time.Duration
-	// ResetHold: as MemoryOptions.ResetHold.
-	ResetHold time.Duration
-	// WaitReplicas, when positive, makes Finish and RunDurable (the
-	// queue's enqueue, settle, replay and purge) wait until that many
+	// WaitReplicas, when positive, makes RunDurable (the sync finish,
+	// the queue's enqueue, settle, replay and purge) wait until that many
 	// replicas have acknowledged the write (Redis WAIT, sent on the same
 	// connection right after the script), so that a failover to a replica
 	// does not lose a finished record or an acknowledged event. 0 turns it
@@ -66,40 +60,28 @@ type RedisOptions struct {
 // RedisOptions.WaitTimeout is 0.
 const DefaultWaitTimeout = 100 * time.Millisecond
 
-// Redis is the Store shared by every gateway instance, on a single Redis
-// server, a Redis Cluster or a Sentinel-managed master.
-//
-// Each idempotency key K (already "route:key") uses up to four Redis keys,
-// all with the hash tag {K} so they share a Cluster slot:
-//
-//	PREFIX webhook_lock:{K}      string: owner token, PX lock TTL
-//	PREFIX webhook_done:{K}      string: binary finished record, PX retention
-//	PREFIX webhook_attempts:{K}  hash: n (attempts), first, last (unix ms),
-//	                             fp (fingerprint of the copy in flight)
-//	PREFIX webhook_reset:{K}     string "1": reset tombstone left by every
-//	                             Delete, PX the lock's remaining TTL or
-//	                             ResetHold, the longer
-//
-// A K that is empty or starts with '}' or '%' is written with a '%'
-// prepended, so the hash tag is never empty and distinct keys stay distinct.
-// Every operation is one Lua script (one round trip, atomic), called with
-// EVALSHA and loaded on demand. With RedisOptions.WaitReplicas, Finish (and
-// every RunDurable) is its script and a WAIT in one pipeline on one
-// connection.
+// Redis is the connection every gateway instance shares the keys
+// through: a single Redis server, a Redis Cluster or a Sentinel-managed
+// master, with the pipelining of concurrent scripts (RunScript), the WAIT
+// after writes that acknowledge an event or record an outcome
+// (RunDurable), the schema version (CheckSchema), the reset broadcast and
+// the durability watch. The keys themselves are package ledger's records
+// (ledger.RedisStore is the sync routes' Store on a Redis); SyncKeys names
+// the version-1 keys a sync route's key had before them.
 type Redis struct {
-	client      redis.UniversalClient
-	batch       *batcher
-	prefix      string
-	timeout     time.Duration
-	attemptsTTL time.Duration // <0: the counter lives only with the lock
-	resetHold   time.Duration
+	client  redis.UniversalClient
+	batch   *batcher
+	prefix  string
+	timeout time.Duration
 
 	waitReplicas int
 	waitTimeout  time.Duration
 	onShortfall  func()
-}
 
-var _ Store = (*Redis)(nil)
+	// moved is when the store moved from schema version 1 (Unix ms; 0:
+	// not read yet), read by CheckSchema.
+	moved atomic.Int64
+}
 
 // NewRedis returns a store on the Redis described by opts. It does not
 // contact Redis: the gateway may start while Redis is down and recovers by
@@ -185,158 +167,24 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		so.DialerRetries, so.DialerRetryTimeout = 1, time.Millisecond
 		client = redis.NewClient(so)
 	}
-	ttl := opts.AttemptsTTL
-	if ttl == 0 {
-		ttl = DefaultAttemptsTTL
-	}
 	return &Redis{
-		client: client, batch: newBatcher(client, timeout), prefix: opts.KeyPrefix, timeout: timeout, attemptsTTL: ttl, resetHold: opts.ResetHold,
+		client: client, batch: newBatcher(client, timeout), prefix: opts.KeyPrefix, timeout: timeout,
 		waitReplicas: opts.WaitReplicas, waitTimeout: waitTimeout, onShortfall: opts.OnReplicaShortfall,
 	}, nil
 }
 
-// Script replies (all RESP arrays or integers):
-//
-//	claim:   {0, attempts}                  claimed
-//	         {1, attempts, lock PTTL ms}    in flight
-//	         {2, attempts, record}          finished
-//	finish:  1 recorded, 0 not recorded (another owner, a record or a
-//	         tombstone)
-//	release: 1 released, 0 not the owner
-//	inspect: {bad, has record, record or "", lock PTTL (-2: absent),
-//	          n, first, last, fp}
-//	         bad is 1 when a key holds the wrong Redis type; missing hash
-//	         fields are ""; with ARGV[1] == "1" the lock, record and counter
-//	         are deleted after being read, and the reset tombstone is left
-//	         for the lock's remaining TTL or ARGV[2] ms (ResetHold), the
-//	         longer.
-//
-// KEYS are always lock, done, attempts, reset. A key of the wrong type makes
-// claim fail with a WRONGTYPE error before it has written anything.
-var (
-	// ARGV: token, lock TTL ms, now ms, fingerprint, attempts TTL ms (0: none)
-	claimScript = redis.NewScript(`
-local done = redis.call('GET', KEYS[2])
-local n = redis.call('HINCRBY', KEYS[3], 'n', 1)
-if n == 1 then
-  redis.call('HSET', KEYS[3], 'first', ARGV[3], 'last', ARGV[3])
-else
-  redis.call('HSET', KEYS[3], 'last', ARGV[3])
-end
-if done then
-  local ttl = redis.call('PTTL', KEYS[2])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[3], ttl)
-  else
-    redis.call('PERSIST', KEYS[3])
-  end
-  return {2, n, done}
-end
-local lockTTL = tonumber(ARGV[2])
-local keep = math.max(lockTTL, tonumber(ARGV[5]))
-local ttl = redis.call('PTTL', KEYS[1])
-local state = 0
-if ttl == -2 then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', lockTTL, 'NX')
-  redis.call('HSET', KEYS[3], 'fp', ARGV[4])
-else
-  if ttl < 0 then
-    ttl = lockTTL
-  end
-  keep = math.max(keep, ttl)
-  state = 1
-end
-if redis.call('PTTL', KEYS[3]) < keep then
-  redis.call('PEXPIRE', KEYS[3], keep)
-end
-if state == 1 then
-  return {1, n, ttl}
-end
-return {0, n}
-`)
-	// ARGV: token, record, retention ms. Records when the token owns the
-	// lock, or when there is no lock, no record and no tombstone.
-	finishScript = redis.NewScript(`
-local t = redis.call('TYPE', KEYS[1]).ok
-if t == 'string' then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-    return 0
-  end
-elseif t ~= 'none' or ARGV[1] == '' or redis.call('EXISTS', KEYS[2], KEYS[4]) > 0 then
-  return 0
-end
-redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-redis.call('DEL', KEYS[1])
-redis.call('PEXPIRE', KEYS[3], ARGV[3])
-return 1
-`)
-	// ARGV: token, "1" to drop the attempt counter with the lock
-	releaseScript = redis.NewScript(`
-if redis.call('TYPE', KEYS[1]).ok ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
-end
-redis.call('DEL', KEYS[1])
-if ARGV[2] == '1' then
-  redis.call('DEL', KEYS[3])
-end
-return 1
-`)
-	// ARGV: "1" to delete
-	inspectScript = redis.NewScript(`
-local bad = 0
-local has = 0
-local done = redis.pcall('GET', KEYS[2])
-if type(done) == 'table' then
-  bad = 1
-  done = ''
-elseif done then
-  has = 1
-else
-  done = ''
-end
-local m = redis.pcall('HMGET', KEYS[3], 'n', 'first', 'last', 'fp')
-if m.err then
-  bad = 1
-  m = {}
-end
-local lock = redis.call('PTTL', KEYS[1])
-if ARGV[1] == '1' then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-  local keep = tonumber(ARGV[2]) or 0
-  if lock > keep then
-    keep = lock
-  end
-  if keep > 0 then
-    redis.call('SET', KEYS[4], '1', 'PX', keep)
-  end
-end
-return {bad, has, done, lock, m[1] or '', m[2] or '', m[3] or '', m[4] or ''}
-`)
-)
-
-// keys returns the lock, done, attempts and reset keys of key.
-func (r *Redis) keys(key string) []string {
-	tag := key
+// SyncKeys names the Redis keys schema version 1 kept a sync route's
+// scoped key ("route:key") in: its lock, its finished record and its
+// attempt counter (and a reset tombstone, webhook_reset), all with the
+// hash tag {K} (an empty K, or one starting with '}' or '%', with a '%'
+// prepended). ledger.RedisStore and the Redis queue's enqueue
+// (CheckSyncRecords) read them while such records may live.
+func (r *Redis) SyncKeys(scoped string) (lock, done, attempts string) {
+	tag := scoped
 	if tag == "" || tag[0] == '}' || tag[0] == '%' {
 		tag = "%" + tag
 	}
-	return []string{
-		r.prefix + "webhook_lock:{" + tag + "}",
-		r.prefix + "webhook_done:{" + tag + "}",
-		r.prefix + "webhook_attempts:{" + tag + "}",
-		r.prefix + "webhook_reset:{" + tag + "}",
-	}
-}
-
-// SyncKeys names the Redis keys of a sync route's scoped key
-// ("route:key"): its lock, its finished record and its attempt counter.
-// The Redis queue's enqueue reads them, in the same script, on a single
-// server or Sentinel (not on a Cluster, where they live in another slot),
-// so that a route switched from sync to queue does not deliver again an
-// event finished before the switch.
-func (r *Redis) SyncKeys(scoped string) (lock, done, attempts string) {
-	k := r.keys(scoped)
-	return k[0], k[1], k[2]
+	return r.prefix + "webhook_lock:{" + tag + "}", r.prefix + "webhook_done:{" + tag + "}", r.prefix + "webhook_attempts:{" + tag + "}"
 }
 
 func (r *Redis) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -353,100 +201,10 @@ func (r *Redis) fail(op string, err error) error {
 	return fmt.Errorf("store: redis %s: %w: %v", op, ErrUnavailable, err)
 }
 
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	return hex.EncodeToString(b[:])
-}
-
 // ms converts d to whole milliseconds, rounding up so a positive duration
 // never becomes 0.
 func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-// Claim implements Store.
-func (r *Redis) Claim(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Claim, error) {
-	if lockTTL <= 0 {
-		return Claim{}, fmt.Errorf("store: lock TTL %v must be positive", lockTTL)
-	}
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
-	token := newToken()
-	var keep int64
-	if r.attemptsTTL > 0 {
-		keep = ms(r.attemptsTTL)
-	}
-	res, err := r.batch.run(ctx, claimScript, r.keys(key),
-		token, ms(lockTTL), time.Now().UnixMilli(), fingerprint, keep).Slice()
-	if err != nil {
-		return Claim{}, r.fail("claim", err)
-	}
-	if len(res) < 2 {
-		return Claim{}, corruptf("claim reply of %d elements", len(res))
-	}
-	state, ok1 := res[0].(int64)
-	attempts, ok2 := res[1].(int64)
-	if !ok1 || !ok2 {
-		return Claim{}, corruptf("claim reply %v", res)
-	}
-	switch {
-	case state == 0:
-		return Claim{State: Claimed, Token: token, Attempts: attempts}, nil
-	case state == 1 && len(res) == 3:
-		pttl, ok := res[2].(int64)
-		if !ok {
-			return Claim{}, corruptf("claim reply %v", res)
-		}
-		// PTTL rounds down: a lock in its last millisecond reads 0.
-		return Claim{State: InFlight, Attempts: attempts, RetryAfter: time.Duration(max(pttl, 1)) * time.Millisecond}, nil
-	case state == 2 && len(res) == 3:
-		rec, ok := res[2].(string)
-		if !ok {
-			return Claim{}, corruptf("claim reply %v", res)
-		}
-		out, err := decodeRecordOwned([]byte(rec))
-		if err != nil {
-			return Claim{}, fmt.Errorf("store: redis claim %q: %w", key, err)
-		}
-		return Claim{State: Finished, Attempts: attempts, Outcome: out}, nil
-	}
-	return Claim{}, corruptf("claim reply %v", res)
-}
-
-// Finish implements Store.
-func (r *Redis) Finish(ctx context.Context, key, token string, out Outcome, retention time.Duration) error {
-	if retention <= 0 {
-		return fmt.Errorf("store: retention %v must be positive", retention)
-	}
-	rec, err := encodeRecord(make([]byte, 0, recordSize(out)), out)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
-	if r.waitReplicas > 0 {
-		cmd, short := r.runAndWait(ctx, finishScript, r.keys(key), token, rec, ms(retention))
-		n, err := cmd.Int64()
-		if err != nil {
-			return r.fail("finish", err)
-		}
-		if n != 1 {
-			return ErrNotOwner
-		}
-		if short && r.onShortfall != nil {
-			r.onShortfall()
-		}
-		return nil
-	}
-	n, err := r.batch.run(ctx, finishScript, r.keys(key), token, rec, ms(retention)).Int64()
-	if err != nil {
-		return r.fail("finish", err)
-	}
-	if n != 1 {
-		return ErrNotOwner
-	}
-	return nil
 }
 
 // runAndWait runs s and a WAIT for waitReplicas in one pipeline on one
@@ -485,7 +243,7 @@ func (r *Redis) runAndWait(ctx context.Context, s *redis.Script, keys []string, 
 // record an outcome (the delivery queue's enqueue, settle, replay and
 // purge). Without RedisOptions.WaitReplicas it is RunScript. With it, the
 // script and a WAIT go out in one pipeline to the key's master (one round
-// trip, outside the batcher), as for Finish: the call returns once that
+// trip, outside the batcher): the call returns once that
 // many replicas acknowledged, or after WaitTimeout with
 // OnReplicaShortfall called (the script succeeded; its writes are on the
 // master).
@@ -512,151 +270,7 @@ func (r *Redis) master(ctx context.Context, key string) (*redis.Client, error) {
 	return nil, fmt.Errorf("unsupported redis client %T", r.client)
 }
 
-// Release implements Store.
-func (r *Redis) Release(ctx context.Context, key, token string) error {
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
-	drop := "0"
-	if r.attemptsTTL < 0 {
-		drop = "1"
-	}
-	n, err := r.batch.run(ctx, releaseScript, r.keys(key), token, drop).Int64()
-	if err != nil {
-		return r.fail("release", err)
-	}
-	if n != 1 {
-		return ErrNotOwner
-	}
-	return nil
-}
-
-// Get implements Store. A record that cannot be decoded, or a key of the
-// wrong Redis type, is reported as ErrCorrupt.
-func (r *Redis) Get(ctx context.Context, key string) (KeyState, error) {
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
-	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "0", 0).Slice()
-	if err != nil {
-		return KeyState{}, r.fail("get", err)
-	}
-	st, err := parseInspect(res)
-	if err != nil {
-		return KeyState{}, fmt.Errorf("store: redis get %q: %w", key, err)
-	}
-	return st, nil
-}
-
-// Peek implements Peeker: one read-only script, as Get.
-func (r *Redis) Peek(ctx context.Context, key string) (State, Outcome, error) {
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
-	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "0", 0).Slice()
-	if err != nil {
-		return Absent, Outcome{}, r.fail("peek", err)
-	}
-	st, err := parseInspect(res)
-	if err != nil {
-		return Absent, Outcome{}, fmt.Errorf("store: redis peek %q: %w", key, err)
-	}
-	if st.State != Finished {
-		return st.State, Outcome{}, nil
-	}
-	rec, _ := res[2].(string)
-	out, err := decodeRecordOwned([]byte(rec))
-	if err != nil {
-		return Absent, Outcome{}, fmt.Errorf("store: redis peek %q: %w", key, err)
-	}
-	return Finished, out, nil
-}
-
-// Delete implements Store: the state is read and the keys deleted in one
-// atomic script. A corrupted key is deleted all the same (that is how an
-// operator clears it) and reported with whatever could be decoded: a
-// record that could not be is shown as finished with status 0.
-func (r *Redis) Delete(ctx context.Context, key string) (KeyState, error) {
-	ctx, cancel := r.ctx(ctx)
-	defer cancel()
-	res, err := r.batch.run(ctx, inspectScript, r.keys(key), "1", ms(r.resetHold)).Slice()
-	if err != nil {
-		return KeyState{}, r.fail("delete", err)
-	}
-	st, err := parseInspect(res)
-	if err != nil && !errors.Is(err, ErrCorrupt) {
-		return KeyState{}, fmt.Errorf("store: redis delete %q: %w", key, err)
-	}
-	return st, nil
-}
-
-// parseInspect decodes the inspect script's reply. On ErrCorrupt it still
-// returns the state as far as it could be read.
-func parseInspect(res []any) (KeyState, error) {
-	var st KeyState
-	if len(res) != 8 {
-		return st, corruptf("inspect reply of %d elements", len(res))
-	}
-	var f [8]string
-	for i, v := range res {
-		switch v := v.(type) {
-		case string:
-			f[i] = v
-		case int64:
-			f[i] = strconv.FormatInt(v, 10)
-		case nil:
-		default:
-			return st, corruptf("inspect reply element %d of type %T", i, v)
-		}
-	}
-	bad, has, rec, lock, n, first, last, fp := f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]
-	var errs []error
-	if bad == "1" {
-		errs = append(errs, corruptf("a key holds the wrong Redis type"))
-	}
-	if n != "" {
-		var err error
-		if st.Attempts, err = strconv.ParseInt(n, 10, 64); err != nil {
-			errs = append(errs, corruptf("attempts %q", n))
-		}
-		if st.FirstSeen, err = parseMillis(first); err != nil {
-			errs = append(errs, err)
-		}
-		if st.LastSeen, err = parseMillis(last); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	switch {
-	case has == "1":
-		st.State = Finished
-		out, err := decodeRecordOwned([]byte(rec))
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		st.Status = out.Status
-		st.Fingerprint = out.Fingerprint
-	case lock != "-2":
-		st.State = InFlight
-		st.Fingerprint = fp
-	default:
-		st.State = Absent
-	}
-	if len(errs) > 0 {
-		return st, errs[0]
-	}
-	return st, nil
-}
-
-func parseMillis(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, corruptf("time %q", s)
-	}
-	return time.UnixMilli(v), nil
-}
-
-// Ping implements Store.
+// Ping reports whether Redis answers (/readyz).
 func (r *Redis) Ping(ctx context.Context) error {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
@@ -666,7 +280,7 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements Store.
+// Close closes the connections.
 func (r *Redis) Close() error {
 	r.batch.close()
 	return r.client.Close()

@@ -66,6 +66,11 @@ const (
 	InFlight              // locked by a copy being forwarded
 	Finished              // outcome stored
 	Claimed               // (Claim only) this caller now holds the lock
+	// Queued (Claim only): the delivery queue holds the key (the route
+	// was, or is on another instance, a queue route): an event of it is
+	// queued, retrying or dead-lettered (Claim.Dead). The copy is
+	// answered as the queue route answers one, not forwarded.
+	Queued
 )
 
 func (s State) String() string {
@@ -78,6 +83,8 @@ func (s State) String() string {
 		return "finished"
 	case Claimed:
 		return "claimed"
+	case Queued:
+		return "queued"
 	}
 	return "unknown"
 }
@@ -95,6 +102,12 @@ type Claim struct {
 	RetryAfter time.Duration
 	// Outcome is the stored outcome (Finished only).
 	Outcome Outcome
+	// EventID, Fingerprint and Dead describe the queued event (Queued
+	// only): its id, the fingerprint of the copy that queued it, and
+	// whether it is dead-lettered.
+	EventID     string
+	Fingerprint string
+	Dead        bool
 }
 
 // Outcome is what the upstream answered for a finished key, replayed to

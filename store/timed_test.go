@@ -33,15 +33,6 @@ func (o opObserver) Observe(float64) {
 	o.c.mu.Unlock()
 }
 
-// The timed memory store behaves as the memory store does.
-func TestTimedConformance(t *testing.T) {
-	testStore(t, func(t *testing.T) *fixture {
-		f := memoryFixture(t)
-		f.s = NewTimed(f.s, (&countObserver{n: map[string]int{}}).observer)
-		return f
-	})
-}
-
 // failStore fails every call.
 type failStore struct{}
 

@@ -71,13 +71,21 @@ type Subject struct {
 	TTL func(t *testing.T, route, key string) time.Duration
 	// Expire lets the time of route's key run out; it must have one.
 	Expire func(t *testing.T, route, key string)
+	// EndLease lets the lease of a sync copy's lock on route's key run
+	// out (Lease at most), the key itself not. Needed by the sync cases,
+	// which run when the ledger is a ledger.Sync too.
+	EndLease func(t *testing.T, route, key string)
 }
 
 // Run runs every conformance case as a subtest of t, each on a fresh,
 // empty ledger from newLedger, on a fresh clock.
 func Run(t *testing.T, newLedger func(t *testing.T, clock *Clock) Subject) {
 	t.Helper()
-	for _, c := range append(append(cases[:len(cases):len(cases)], pendingCases...), orderCases...) {
+	all := append(append(cases[:len(cases):len(cases)], pendingCases...), orderCases...)
+	if _, ok := newLedger(t, NewClock()).Ledger.(ledger.Sync); ok {
+		all = append(all, syncCases...)
+	}
+	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			clock := NewClock()
 			c.run(t, newLedger(t, clock), clock)
