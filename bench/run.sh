@@ -863,8 +863,10 @@ cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	echo "Threads: $THREADS"
 	echo "Deliveries: $BENCH_KEYS"
 	echo "Request file: $(($(stat -c %s "$REQ") / 1048576)) MiB for $BENCH_KEYS deliveries"
-	has clawgate-redis-queue-ordered &&
+	if has clawgate-redis-queue-ordered; then
+		echo "Ordered objects: $ORDER_OBJECTS"
 		echo "Ordered request file: $(($(stat -c %s "$REQ_ORDERED") / 1048576)) MiB for $BENCH_KEYS deliveries over $ORDER_OBJECTS objects (presign -objects $ORDER_OBJECTS)"
+	fi
 	echo "Fixed rate: $RATE requests/s"
 	echo "Fixed-rate duration: $RATE_DURATION s"
 	echo "Fixed-rate rounds: $RATE_ROUNDS"
