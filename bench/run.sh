@@ -201,8 +201,10 @@ stop_pid() {
 	local pid=$1 i state=""
 	kill -TERM "$pid" 2>/dev/null || true
 	for ((i = 0; i < 100; i++)); do
-		[[ -r /proc/$pid/stat ]] || break
-		state=$(</proc/"$pid"/stat)
+		# (bash reaps its children as they exit, so the file can go at any
+		# moment: a failed read means the process is gone; read, not
+		# $(<file), which under set -e ends the script when it fails)
+		{ read -r state <"/proc/$pid/stat"; } 2>/dev/null || break
 		state=${state##*) }
 		[[ ${state:0:1} == Z ]] && break
 		sleep 0.05
