@@ -675,23 +675,23 @@ const (
 // (deliveredRate; rounds where either queue did not drain are left out).
 // NaN when no round has both.
 func (r *report) orderedRatios(c string) (ack, dps float64) {
-	var ax, dx []float64
+	var dx []float64
 	for _, byT := range r.wrk[c] {
 		o, ok1 := byT[orderedTarget]
 		u, ok2 := byT[queueTarget]
-		if !ok1 || !ok2 {
-			continue
+		if ok1 && ok2 {
+			dx = append(dx, deliveredRate(o)/deliveredRate(u))
 		}
-		ax = append(ax, o.f("rps")/u.f("rps"))
-		dx = append(dx, deliveredRate(o)/deliveredRate(u))
 	}
-	return median(ax), median(dx)
+	ack, _ = r.ratioTo(c, orderedTarget, queueTarget)
+	return ack, median(dx)
 }
 
 // orderedLine says, for the queue section, the ordered queue's two ratios
 // to the unordered queue with their goals.
 func (r *report) orderedLine() string {
 	ack, dps := r.orderedRatios("unique")
+	_, cpu := r.ratioTo("unique", orderedTarget, queueTarget)
 	o, u := r.rows["unique"][orderedTarget], r.rows["unique"][queueTarget]
 	if o == nil || u == nil || o.q == nil || u.q == nil {
 		return "not measured (needs the unique case on clawgate-redis-queue and clawgate-redis-queue-ordered)"
@@ -705,9 +705,11 @@ func (r *report) orderedLine() string {
 		}
 		return "MISSED"
 	}
-	return fmt.Sprintf("acks/s %s (medians %.0f ÷ %.0f; goal: at least %.1f: %s), delivered events/s %s (medians %s ÷ %s; goal: at least %.1f: %s); medians of the per-round ratios",
+	return fmt.Sprintf("acks/s %s (medians %.0f ÷ %.0f; goal: at least %.1f: %s), delivered events/s %s (medians %s ÷ %s; goal: at least %.1f: %s); "+
+		"medians of the per-round ratios; CPU per request of all the processes during the load, the unordered queue's ÷ the ordered's, %s (no goal: "+
+		"steadier than req/s on a busy machine)",
 		x(ack), o.rps, u.rps, orderedAckGoal, verdict(ack, orderedAckGoal),
-		x(dps), count(o.q.dps), count(u.q.dps), orderedDeliveredGoal, verdict(dps, orderedDeliveredGoal))
+		x(dps), count(o.q.dps), count(u.q.dps), orderedDeliveredGoal, verdict(dps, orderedDeliveredGoal), x(cpu))
 }
 
 const orderedLineName = "Ordered queue against the unordered queue on Redis, unique case, same round"

@@ -199,7 +199,7 @@ kind=rate round=1 target=clawgate-kafka-queue p50_us=500 p99_us=900 non2xx=0 err
 // per-round ratios, each against its goal in the targets table; a round
 // where a queue did not drain counts for acks/s only.
 func TestOrderedQueue(t *testing.T) {
-	q := "retried=0 dead_lettered=0 rejected=0 not_owner=0 depth=0 delay_p50_us=2000 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=9000 delay_p99_lo_us=5000 delay_p99_hi_us=10000 duration_us=2000000 delivered_before=1"
+	q := "retried=0 dead_lettered=0 rejected=0 not_owner=0 depth=0 delay_p50_us=2000 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=9000 delay_p99_lo_us=5000 delay_p99_hi_us=10000 duration_us=2000000 delivered_before=1 total_cpu_us=200000"
 	r := analyse(parse(`
 kind=wrk round=1 case=unique target=clawgate-redis-queue rps=1000 requests=2000 queued=2001 delivered=2001 drained=1 drain_ms=0 ` + q + `
 kind=wrk round=1 case=unique target=clawgate-redis-queue-ordered rps=950 requests=1900 queued=1901 delivered=1901 drained=1 drain_ms=500 ` + q + `
@@ -237,6 +237,8 @@ kind=wrk round=1 case=dup target=clawgate-redis-queue-ordered rps=5000 requests=
 	txt := strings.Join(strings.Fields(b.String()), " ")
 	mustContain(t, "text", txt, []string{
 		orderedLineName + ": acks/s 0.95 (medians 600 ÷ 600; goal: at least 0.9: met), delivered events/s 0.78 (medians 580 ÷ 600; goal: at least 0.8: MISSED)",
+		// CPU per request 200000 µs over the requests: 100/105.3 (0.95), 200/250 (0.80), 1.00
+		"the unordered queue's ÷ the ordered's, 0.95 (no goal",
 		orderedAckName + " 0.95 >= 0.90 met",
 		orderedDeliveredName + " 0.78 >= 0.80 MISSED",
 		"unique (new key each) clawgate (redis, queue, ordered) 600 - 1201 900 580 0.2 s (1 round(s) not drained)",
