@@ -100,7 +100,7 @@ fuzz:
 bench-deps:
 	@scripts/ensure-pkg.sh wrk wrk nginx nginx-light haproxy haproxy caddy caddy redis-server redis-server
 
-## bench: clawgate (net/http and fasthttp front doors) next to Nginx, HAProxy, Caddy and two Go floors (bench/cmd/floor) on loopback (and the queue on Redis and on kfake); prints the tables, the fractions of the floors, writes docs/benchmarks.md (~20 min on 2 CPUs).
+## bench: clawgate (net/http and fasthttp front doors) next to Nginx, HAProxy, Caddy and two Go floors (bench/cmd/floor) on loopback (and the queue on Redis, unordered and ordered over 1,000 objects, and on kfake); prints the tables, the fractions of the floors, writes docs/benchmarks.md (~20 min on 2 CPUs).
 bench: bench-deps
 	bench/run.sh
 

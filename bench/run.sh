@@ -29,6 +29,15 @@
 #                             background: its req/s are acknowledgements, and after
 #                             each run the script waits for the queue to drain
 #                             before the next)
+#   clawgate-redis-queue-ordered
+#                             clawgate-redis-queue's config plus per-object order,
+#                             `order: { by: "json:data.object.id" }`, fed by a second
+#                             request file whose bodies carry ORDER_OBJECTS (1,000)
+#                             object ids at data.object.id (delivery i's object is
+#                             i mod 1,000; presign -objects), the same size and
+#                             otherwise the same JSON; FLUSHALL and the drain wait as
+#                             for the queue; the report compares its acks/s and its
+#                             delivered events/s with clawgate-redis-queue's
 #   clawgate-kafka-queue      the same queue route with `queue.backend: kafka` (the
 #                             events in Kafka topics, the keys' ledger on the same
 #                             Redis) against bench/cmd/kfake: franz-go's kfake, an
@@ -68,8 +77,11 @@
 #   BENCH_TARGETS="direct nginx haproxy caddy floor-forward floor-answer
 #                  clawgate-memory clawgate-redis
 #                  clawgate-fasthttp-memory clawgate-fasthttp-redis
-#                  clawgate-redis-queue clawgate-kafka-queue"
+#                  clawgate-redis-queue clawgate-redis-queue-ordered
+#                  clawgate-kafka-queue"
 #                     (the ratios need nginx and the floors in the list)
+#   ORDER_OBJECTS=1000  distinct object ids (order.by values) in the ordered
+#                     queue's request file
 #   QUEUE_DRAIN=60    seconds to wait, after each run against a queue
 #                     target, for every accepted event to be delivered (and,
 #                     before it, for the pre-flight event)
@@ -112,9 +124,10 @@ SCALE_REDIS_KEYS=${SCALE_REDIS_KEYS:-1000000}
 SCALE_DEPTHS=${SCALE_DEPTHS:-0,100000,1000000}
 BENCH_LOGS=${BENCH_LOGS:-file}
 BENCH_CASES=${BENCH_CASES:-unique dup mix}
-ALL_TARGETS="direct nginx haproxy caddy floor-forward floor-answer clawgate-memory clawgate-redis clawgate-fasthttp-memory clawgate-fasthttp-redis clawgate-redis-queue clawgate-kafka-queue"
+ALL_TARGETS="direct nginx haproxy caddy floor-forward floor-answer clawgate-memory clawgate-redis clawgate-fasthttp-memory clawgate-fasthttp-redis clawgate-redis-queue clawgate-redis-queue-ordered clawgate-kafka-queue"
 BENCH_TARGETS=${BENCH_TARGETS:-$ALL_TARGETS}
 QUEUE_DRAIN=${QUEUE_DRAIN:-60}
+ORDER_OBJECTS=${ORDER_OBJECTS:-1000}
 BENCH_DOC=${BENCH_DOC-$ROOT/docs/benchmarks.md}
 # Paths given by the caller are relative to where run.sh was started.
 [[ -n $BENCH_DOC && $BENCH_DOC != /* ]] && BENCH_DOC=$CALLER_PWD/$BENCH_DOC
@@ -126,7 +139,7 @@ die() {
 	exit 1
 }
 
-for v in ROUNDS DURATION CONNECTIONS THREADS RATE RATE_DURATION QUEUE_DRAIN; do
+for v in ROUNDS DURATION CONNECTIONS THREADS RATE RATE_DURATION QUEUE_DRAIN ORDER_OBJECTS; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v=${!v} must be a positive integer"
 done
 [[ $RATE_ROUNDS =~ ^[0-9]+$ ]] || die "RATE_ROUNDS=$RATE_ROUNDS must be an integer (0: no fixed-rate case)"
@@ -153,6 +166,8 @@ has() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
 skips() { [[ $2 == floor-answer && $1 != dup ]]; }
 # uses_redis TARGET: the clawgate targets whose store (or ledger) is the bench Redis.
 uses_redis() { [[ $1 == clawgate-*redis* || $1 == clawgate-kafka-queue ]]; }
+# is_queue TARGET: the clawgate targets with `delivery: queue`.
+is_queue() { [[ $1 == clawgate-*-queue || $1 == clawgate-*-queue-ordered ]]; }
 NEED_REDIS=0
 for t in "${TARGETS[@]}"; do if uses_redis "$t"; then NEED_REDIS=1; fi; done
 
@@ -186,8 +201,10 @@ stop_pid() {
 	local pid=$1 i state=""
 	kill -TERM "$pid" 2>/dev/null || true
 	for ((i = 0; i < 100; i++)); do
-		[[ -r /proc/$pid/stat ]] || break
-		state=$(</proc/"$pid"/stat)
+		# (bash reaps its children as they exit, so the file can go at any
+		# moment: a failed read means the process is gone; read, not
+		# $(<file), which under set -e ends the script when it fails)
+		{ read -r state <"/proc/$pid/stat"; } 2>/dev/null || break
 		state=${state##*) }
 		[[ ${state:0:1} == Z ]] && break
 		sleep 0.05
@@ -291,6 +308,20 @@ REQ=$TMP/requests.txt
 log "pre-signing $BENCH_KEYS deliveries (1 KiB bodies)"
 "$BIN/presign" -n "$BENCH_KEYS" -out "$REQ" -secret-env CLAWGATE_BENCH_SECRET
 PREFLIGHT_INDEX=$((BENCH_KEYS - 1)) # never reached by a run that does not wrap
+# The ordered queue's file: the same deliveries (keys, size, JSON) with an
+# object id at data.object.id, ORDER_OBJECTS of them (i mod ORDER_OBJECTS),
+# what its route's order.by reads. The other targets keep the plain file.
+REQ_ORDERED=$TMP/requests-ordered.txt
+if has clawgate-redis-queue-ordered; then
+	log "pre-signing $BENCH_KEYS deliveries over $ORDER_OBJECTS objects for the ordered queue"
+	"$BIN/presign" -n "$BENCH_KEYS" -objects "$ORDER_OBJECTS" -out "$REQ_ORDERED" -secret-env CLAWGATE_BENCH_SECRET
+fi
+# req_file TARGET: sets REQ_FILE to the request file TARGET is fed (no
+# subshell: run_wrk's CPU accounting counts every child process).
+req_file() {
+	REQ_FILE=$REQ
+	if [[ $1 == clawgate-redis-queue-ordered ]]; then REQ_FILE=$REQ_ORDERED; fi
+}
 
 # --- upstream, nginx, haproxy, caddy, redis ----------------------------------
 
@@ -422,9 +453,11 @@ stop_kafka() {
 # --- clawgate --------------------------------------------------------------
 
 # write_config NAME: clawgate-NAME.yaml for target clawgate-NAME (memory,
-# redis, fasthttp-memory, fasthttp-redis, redis-queue, kafka-queue). The
-# fasthttp- ones are the same config plus `server: fasthttp`, the front
-# door on fasthttp's server instead of net/http's.
+# redis, fasthttp-memory, fasthttp-redis, redis-queue, redis-queue-ordered,
+# kafka-queue). The fasthttp- ones are the same config plus `server:
+# fasthttp`, the front door on fasthttp's server instead of net/http's;
+# redis-queue-ordered is redis-queue's plus `order: { by:
+# "json:data.object.id" }`.
 write_config() {
 	local store="backend: memory" queue="" delivery="" server=""
 	[[ $1 == fasthttp-* ]] && server="
@@ -434,9 +467,13 @@ server: fasthttp"
     addrs: [\"127.0.0.1:$REDIS_PORT\"]"
 	# The queue: 202 once stored, the default 8 workers forward; max_depth
 	# far above what one run sends, so no run is ever answered 503 for it.
-	[[ $1 == *-queue ]] && queue="queue:
+	[[ $1 == *-queue || $1 == *-queue-ordered ]] && queue="queue:
   max_depth: 10000000" && delivery="
     delivery: queue"
+	# Per-object order: the events of one object (data.object.id in the
+	# ordered request file's bodies) delivered one at a time, in order.
+	[[ $1 == *-queue-ordered ]] && delivery+="
+    order: { by: \"json:data.object.id\" }"
 	# On Kafka: the events in kfake's topics (created at start, 8
 	# partitions), the keys' ledger on the same Redis.
 	[[ $1 == kafka-queue ]] && queue+="
@@ -524,8 +561,10 @@ log_reset() {
 	fi
 }
 
-# setup_target TARGET: fresh state for one run; sets URL, PROXY_PIDS, LOGFILE.
+# setup_target TARGET: fresh state for one run; sets URL, PROXY_PIDS,
+# LOGFILE, REQ_FILE.
 setup_target() {
+	req_file "$1"
 	stop_clawgate
 	stop_floor
 	stop_kafka
@@ -566,7 +605,7 @@ setup_target() {
 }
 
 preflight() { # INDEX
-	"$BIN/rate" -url "$URL" -requests "$REQ" -once -index "$1" >"$TMP/preflight.out" 2>&1 ||
+	"$BIN/rate" -url "$URL" -requests "$REQ_FILE" -once -index "$1" >"$TMP/preflight.out" 2>&1 ||
 		die "pre-flight request to $TARGET failed ($URL): $(cat "$TMP/preflight.out")"
 }
 
@@ -575,14 +614,19 @@ preflight() { # INDEX
 # consuming: on Kafka the consumer group's first join and partition
 # assignment happen after the gateway listens, and without this wait the
 # first events of a run would wait for them (the pre-flight delivery itself
-# is in the run's delay histogram either way).
+# is in the run's delay histogram either way). Sets QUEUE_BASE to the
+# events delivered by then (the pre-flight's), which queue_drain reports as
+# delivered_before.
 queue_ready() {
 	local out
-	[[ $1 == clawgate-*-queue ]] || return 0
+	QUEUE_BASE=0
+	is_queue "$1" || return 0
 	out=$("$BIN/promq" -url "http://127.0.0.1:$CG_ADMIN_PORT/metrics" -route bench -drain "${QUEUE_DRAIN}s" 2>&1) ||
 		die "promq failed on $1: $out"
 	[[ $out == *" drained=1 "* ]] ||
 		die "the pre-flight event to $1 was not delivered within ${QUEUE_DRAIN}s: $out; gateway log: $(grep -v '"msg":"delivery"' "$CG_LOG" | tail -n 5)"
+	QUEUE_BASE=$(sed -n 's/.* delivered=\([0-9]*\) .*/\1/p' <<<"$out")
+	[[ -n $QUEUE_BASE ]] || die "promq printed no delivered count on $1: $out"
 }
 
 size_of() { if [[ -n $1 && -f $1 ]]; then stat -c %s "$1"; else echo 0; fi; }
@@ -592,16 +636,17 @@ size_of() { if [[ -n $1 && -f $1 ]]; then stat -c %s "$1"; else echo 0; fi; }
 # is delivered, polling the admin /metrics, so that no background delivery of
 # this run goes on into the next one. Sets QUEUE_FIELDS to what bench/cmd/promq
 # read (queued, delivered, drained, drain_ms, the accepted-to-delivered delay's
-# p50 and p99 from the histogram), "" on the other targets; queue_print shows
-# them.
+# p50 and p99 from the histogram) and delivered_before (queue_ready's
+# QUEUE_BASE: delivered before the load began), "" on the other targets;
+# queue_print shows them.
 queue_drain() {
 	local out
 	QUEUE_FIELDS=""
-	[[ $1 == clawgate-*-queue ]] || return 0
+	is_queue "$1" || return 0
 	out=$("$BIN/promq" -url "http://127.0.0.1:$CG_ADMIN_PORT/metrics" -route bench \
 		-drain "${QUEUE_DRAIN}s" -since "${2/,/.}" 2>&1) || die "promq failed on $1: $out"
 	out=$(grep '^PROMQ ' <<<"$out") || die "promq printed no result on $1"
-	QUEUE_FIELDS=${out#PROMQ }
+	QUEUE_FIELDS="${out#PROMQ } delivered_before=$QUEUE_BASE"
 }
 queue_print() {
 	[[ -n $QUEUE_FIELDS ]] || return 0
@@ -630,7 +675,7 @@ run_wrk() { # ROUND CASE TARGET
 	ch0=$CHILD_TICKS
 	t0=$EPOCHREALTIME
 	timeout -k 5 $((DURATION + 120)) wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 5s \
-		-s "$ROOT/bench/wrk/deliveries.lua" "$URL/" -- "$REQ" "$case" "$THREADS" >"$TMP/wrk.out" 2>&1 &
+		-s "$ROOT/bench/wrk/deliveries.lua" "$URL/" -- "$REQ_FILE" "$case" "$THREADS" >"$TMP/wrk.out" 2>&1 &
 	local tpid=$! wpid="" tasks setup=0 i
 	PIDS+=("$tpid")
 	# wrk's main thread loads the request file into each thread's Lua state
@@ -724,7 +769,7 @@ run_rate() { # ROUND TARGET
 	setup_target "$TARGET"
 	preflight "$PREFLIGHT_INDEX"
 	queue_ready "$TARGET"
-	timeout -k 5 $((RATE_DURATION + 60)) "$BIN/rate" -url "$URL" -requests "$REQ" -rate "$RATE" \
+	timeout -k 5 $((RATE_DURATION + 60)) "$BIN/rate" -url "$URL" -requests "$REQ_FILE" -rate "$RATE" \
 		-duration "${RATE_DURATION}s" -warmup 1s -conns 64 >"$TMP/rate.out" 2>&1 ||
 		die "rate failed on $TARGET: $(cat "$TMP/rate.out")"
 	queue_drain "$TARGET" "$EPOCHREALTIME"
@@ -749,7 +794,8 @@ for t in "${TARGETS[@]}"; do
 done
 est=$((ROUNDS * nw * (DURATION + 2) + RATE_ROUNDS * nr * (RATE_DURATION + 2)))
 drain_note=""
-[[ " ${TARGETS[*]} " == *"-queue "* ]] && drain_note=", plus the queue's drain after each of its runs"
+for t in "${TARGETS[@]}"; do if is_queue "$t"; then drain_note=x; fi; done
+[[ -n $drain_note ]] && drain_note=", plus the queue's drain after each of its runs"
 log "running: $ROUNDS round(s) x $nc case(s) x ${#TARGETS[@]} target(s) x ${DURATION}s, then fixed rate $RATE/s; about $((est / 60))m$((est % 60))s$drain_note"
 log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, haproxy :$HAPROXY_PORT, caddy :$CADDY_PORT, redis :$REDIS_PORT, kfake :$KAFKA_PORT, floors :$FLOOR_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
 has floor-answer && log "floor-answer runs the duplicates case only (it never forwards: unique, mix and fixed rate would measure nothing)"
@@ -819,6 +865,10 @@ cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	echo "Threads: $THREADS"
 	echo "Deliveries: $BENCH_KEYS"
 	echo "Request file: $(($(stat -c %s "$REQ") / 1048576)) MiB for $BENCH_KEYS deliveries"
+	if has clawgate-redis-queue-ordered; then
+		echo "Ordered objects: $ORDER_OBJECTS"
+		echo "Ordered request file: $(($(stat -c %s "$REQ_ORDERED") / 1048576)) MiB for $BENCH_KEYS deliveries over $ORDER_OBJECTS objects (presign -objects $ORDER_OBJECTS)"
+	fi
 	echo "Fixed rate: $RATE requests/s"
 	echo "Fixed-rate duration: $RATE_DURATION s"
 	echo "Fixed-rate rounds: $RATE_ROUNDS"

@@ -1,5 +1,8 @@
 -- wrk script: cycles through the pre-signed deliveries written by
--- bench/cmd/presign (format in bench/internal/reqfile/reqfile.go).
+-- bench/cmd/presign (format in bench/internal/reqfile/reqfile.go), in its
+-- plain form ("KEY SIGNATURE" lines, body prefix .. KEY .. suffix) or its
+-- object form (a body-middle line, "KEY SIGNATURE OBJECT" lines, body
+-- prefix .. KEY .. middle .. OBJECT .. suffix).
 --
 --   wrk -t2 -c64 -d8s -s bench/wrk/deliveries.lua http://127.0.0.1:PORT -- FILE MODE THREADS [LAGMIN LAGMAX]
 --
@@ -28,9 +31,9 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
-local method, path, key_header, sig_header, body_prefix, body_suffix
+local method, path, key_header, sig_header, body_prefix, body_middle, body_suffix
 local hdr = {}
-local keys, sigs = {}, {}
+local keys, sigs, objs = {}, {}, {}
 local n = 0
 local mode, lagmin, lagmax
 sent, uniq, dups, wrapped = 0, 0, 0, 0
@@ -41,6 +44,30 @@ local function split(line)
   local sp = line:find(" ", 1, true)
   if not sp then error("deliveries.lua: bad delivery line " .. line) end
   return line:sub(1, sp - 1), line:sub(sp + 1)
+end
+
+-- split3 cuts a "KEY SIGNATURE OBJECT" line of the object form: the key
+-- before the first space, the object after the last.
+local function split3(line)
+  local sp = line:find(" ", 1, true)
+  if not sp then error("deliveries.lua: bad delivery line " .. line) end
+  local last = sp
+  while true do
+    local nxt = line:find(" ", last + 1, true)
+    if not nxt then break end
+    last = nxt
+  end
+  if last == sp or last == #line then error("deliveries.lua: delivery line without an object id: " .. line) end
+  return line:sub(1, sp - 1), line:sub(sp + 1, last - 1), line:sub(last + 1)
+end
+
+-- read_line stores a delivery line as delivery j.
+local function read_line(j, line)
+  if body_middle then
+    keys[j], sigs[j], objs[j] = split3(line)
+  else
+    keys[j], sigs[j] = split(line)
+  end
 end
 
 function init(args)
@@ -69,6 +96,7 @@ function init(args)
     elseif name == "key-header" then key_header = val
     elseif name == "sig-header" then sig_header = val
     elseif name == "body-prefix" then body_prefix = val
+    elseif name == "body-middle" then body_middle = val
     elseif name == "body-suffix" then body_suffix = val
     elseif name == "count" then break
     else error("deliveries.lua: unknown line " .. line) end
@@ -77,12 +105,12 @@ function init(args)
   for line in fh:lines() do
     if mode == "dup" then
       if i == 0 then
-        keys[1], sigs[1] = split(line)
+        read_line(1, line)
         break
       end
     elseif i % nthreads == tid then
       n = n + 1
-      keys[n], sigs[n] = split(line)
+      read_line(n, line)
     end
     i = i + 1
   end
@@ -117,6 +145,9 @@ function request()
   local k = keys[j]
   hdr[key_header] = k
   hdr[sig_header] = sigs[j]
+  if body_middle then
+    return wrk.format(method, path, hdr, body_prefix .. k .. body_middle .. objs[j] .. body_suffix)
+  end
   return wrk.format(method, path, hdr, body_prefix .. k .. body_suffix)
 end
 

@@ -84,7 +84,7 @@ func main() {
 		}
 		req.Header.Set(f.KeyHeader, f.Keys[i])
 		req.Header.Set(f.SigHeader, f.Sigs[i])
-		req.SetBodyRaw(f.AppendBody(nil, f.Keys[i]))
+		req.SetBodyRaw(f.Body(nil, i))
 		if err := hc.DoTimeout(req, resp, *timeout); err != nil {
 			return 0, err
 		}

@@ -5,6 +5,8 @@
 // from the same round (bench/cmd/floor: floor-forward for the unique and mix
 // cases, floor-answer for duplicates), the delivery queue's acknowledgements (on
 // Redis, and on Kafka against kfake) against sync forwarding on Redis, the
+// ordered queue's acknowledgements and delivered events per second against
+// the unordered queue's, the
 // fixed-rate latency added over direct and the queues' accepted-to-delivered
 // delay, CPU use and what other work on the machine took, memory per key,
 // and the targets met or missed (the issue's, the fasthttp front door's
@@ -22,7 +24,9 @@
 // The queue targets' wrk and rate lines also carry what bench/cmd/promq read
 // from its /metrics after the queue drained: queued=... delivered=...
 // drained=0|1 drain_ms=... delay_p50_us=... delay_p50_lo_us=...
-// delay_p50_hi_us=... delay_p99_us=... (and _lo_us, _hi_us).
+// delay_p50_hi_us=... delay_p99_us=... (and _lo_us, _hi_us), and
+// delivered_before=... (the events delivered before the load: the
+// pre-flight's).
 //
 // -meta: "Name: value" lines describing the machine and the settings, shown
 // in order. Exits 1 when any run had errors (non-2xx answers, socket errors,
@@ -55,7 +59,7 @@ func (r rec) f(k string) float64 {
 var (
 	cases   = []string{"unique", "dup", "mix"}
 	targets = []string{"direct", "nginx", "haproxy", "caddy", floorForward, floorAnswer, "clawgate-memory", "clawgate-redis",
-		"clawgate-fasthttp-memory", "clawgate-fasthttp-redis", queueTarget, kafkaTarget}
+		"clawgate-fasthttp-memory", "clawgate-fasthttp-redis", queueTarget, orderedTarget, kafkaTarget}
 	caseDoc = map[string]string{
 		"unique": "unique (new key each)",
 		"dup":    "duplicates (one key)",
@@ -73,15 +77,30 @@ var (
 		"clawgate-fasthttp-memory": "clawgate fasthttp (memory)",
 		"clawgate-fasthttp-redis":  "clawgate fasthttp (redis)",
 		queueTarget:                "clawgate (redis, queue)",
+		orderedTarget:              "clawgate (redis, queue, ordered)",
 		kafkaTarget:                "clawgate (kafka, queue)",
 	}
 	// queueTargets are the targets with delivery: queue.
-	queueTargets = []string{queueTarget, kafkaTarget}
+	queueTargets = []string{queueTarget, orderedTarget, kafkaTarget}
 )
 
 // queueTarget is clawgate on Redis with delivery: queue: its req/s are
 // acknowledgements (202 once the event is stored), delivery runs behind.
 const queueTarget = "clawgate-redis-queue"
+
+// orderedTarget is queueTarget's route plus per-object order (order.by
+// json:data.object.id), fed deliveries over 1,000 objects. Its
+// acknowledgements and delivered events per second are compared with
+// queueTarget's in the same round (orderedAckGoal, orderedDeliveredGoal).
+const orderedTarget = "clawgate-redis-queue-ordered"
+
+// The ordered queue's goals in the unique case, medians of the per-round
+// ratios to the unordered queue: acks/s, and delivered events per second
+// (deliveredRate).
+const (
+	orderedAckGoal       = 0.9
+	orderedDeliveredGoal = 0.8
+)
 
 // kafkaTarget is the same queue route with queue.backend kafka against
 // kfake (bench/cmd/kfake), the keys' ledger on the same Redis. Its ratio to
@@ -295,13 +314,14 @@ type row struct {
 // (microseconds; lo and hi: the widest bounds of the buckets they fell in).
 type queueStats struct {
 	queued, delivered, drainMs float64
-	undrained                  int // rounds whose queue did not drain in time
+	dps                        float64 // delivered events per second (deliveredRate), throughput runs only
+	undrained                  int     // rounds whose queue did not drain in time
 	p50, p50Lo, p50Hi          float64
 	p99, p99Lo, p99Hi          float64
 }
 
 func queueOf(xs []rec) *queueStats {
-	var qd, dl, dr, p50, p99 []float64
+	var qd, dl, dr, p50, p99, dps []float64
 	q := &queueStats{p50Lo: math.Inf(1), p99Lo: math.Inf(1), p50Hi: math.Inf(-1), p99Hi: math.Inf(-1)}
 	for _, x := range xs {
 		if _, ok := x["queued"]; !ok {
@@ -309,6 +329,7 @@ func queueOf(xs []rec) *queueStats {
 		}
 		qd = append(qd, x.f("queued"))
 		dl = append(dl, x.f("delivered"))
+		dps = append(dps, deliveredRate(x))
 		if x["drained"] == "1" {
 			dr = append(dr, x.f("drain_ms"))
 		} else {
@@ -322,8 +343,27 @@ func queueOf(xs []rec) *queueStats {
 	if len(qd) == 0 {
 		return nil
 	}
-	q.queued, q.delivered, q.drainMs, q.p50, q.p99 = median(qd), median(dl), median(dr), median(p50), median(p99)
+	q.queued, q.delivered, q.drainMs, q.p50, q.p99, q.dps = median(qd), median(dl), median(dr), median(p50), median(p99), median(dps)
 	return q
+}
+
+// deliveredRate is a queue target's throughput run's delivered events per
+// second: the events delivered from the start of the load until the queue
+// drained (delivered minus delivered_before, the pre-flight's) over the time
+// from the first 202 to the last delivery, taken as wrk's duration of the
+// load (duration_us) plus the time from its end until promq saw every
+// accepted event delivered (drain_ms; 0 when delivery kept up). NaN when the
+// queue did not drain or the record lacks a figure (fixed-rate runs).
+func deliveredRate(x rec) float64 {
+	if x["drained"] != "1" {
+		return math.NaN()
+	}
+	secs := x.f("duration_us")/1e6 + x.f("drain_ms")/1e3
+	n := x.f("delivered") - x.n("delivered_before")
+	if !(secs > 0) || math.IsNaN(n) {
+		return math.NaN()
+	}
+	return n / secs
 }
 
 type rateRow struct {
@@ -594,6 +634,21 @@ func (r *report) targetChecks() {
 		ch.have, ch.ok, ch.got = true, v >= queueGoal, fmt.Sprintf("%.2f", v)
 	}
 	r.checks = append(r.checks, ch)
+	ack, dps := r.orderedRatios("unique")
+	for _, o := range []struct {
+		name string
+		v    float64
+		goal float64
+	}{
+		{orderedAckName, ack, orderedAckGoal},
+		{orderedDeliveredName, dps, orderedDeliveredGoal},
+	} {
+		ch := check{name: o.name, want: fmt.Sprintf(">= %.2f", o.goal)}
+		if !math.IsNaN(o.v) {
+			ch.have, ch.ok, ch.got = true, o.v >= o.goal-1e-9, fmt.Sprintf("%.2f", o.v)
+		}
+		r.checks = append(r.checks, ch)
+	}
 	for _, t := range []string{"clawgate-memory", "clawgate-redis"} {
 		ch := check{name: fmt.Sprintf("fixed rate, p99 added by %s minus nginx's", targetDoc[t]), want: "<= 1.00 ms"}
 		if rr := r.rate[t]; rr != nil && !math.IsNaN(rr.vsNginx) {
@@ -607,6 +662,69 @@ func (r *report) targetChecks() {
 		ch.have, ch.ok, ch.got = true, v <= 400, fmt.Sprintf("%.0f", v)
 	}
 	r.checks = append(r.checks, ch)
+}
+
+// The ordered queue's rows in the targets table.
+const (
+	orderedAckName       = "unique, clawgate (redis, queue, ordered) acks/s / clawgate (redis, queue) acks/s, same round"
+	orderedDeliveredName = "unique, clawgate (redis, queue, ordered) delivered/s / clawgate (redis, queue) delivered/s, same round"
+)
+
+// orderedRatios is case c's medians of the per-round ratios of the ordered
+// queue to the unordered one: acks/s, and delivered events per second
+// (deliveredRate; rounds where either queue did not drain are left out).
+// NaN when no round has both.
+func (r *report) orderedRatios(c string) (ack, dps float64) {
+	var dx []float64
+	for _, byT := range r.wrk[c] {
+		o, ok1 := byT[orderedTarget]
+		u, ok2 := byT[queueTarget]
+		if ok1 && ok2 {
+			dx = append(dx, deliveredRate(o)/deliveredRate(u))
+		}
+	}
+	ack, _ = r.ratioTo(c, orderedTarget, queueTarget)
+	return ack, median(dx)
+}
+
+// orderedLine says, for the queue section, the ordered queue's two ratios
+// to the unordered queue with their goals.
+func (r *report) orderedLine() string {
+	ack, dps := r.orderedRatios("unique")
+	_, cpu := r.ratioTo("unique", orderedTarget, queueTarget)
+	o, u := r.rows["unique"][orderedTarget], r.rows["unique"][queueTarget]
+	if o == nil || u == nil || o.q == nil || u.q == nil {
+		return "not measured (needs the unique case on clawgate-redis-queue and clawgate-redis-queue-ordered)"
+	}
+	verdict := func(v, goal float64) string {
+		switch {
+		case math.IsNaN(v):
+			return "not measured"
+		case v >= goal-1e-9:
+			return "met"
+		}
+		return "MISSED"
+	}
+	return fmt.Sprintf("acks/s %s (medians %.0f ÷ %.0f; goal: at least %.1f: %s), delivered events/s %s (medians %s ÷ %s; goal: at least %.1f: %s); "+
+		"medians of the per-round ratios; CPU per request of all the processes during the load, the unordered queue's ÷ the ordered's, %s (no goal: "+
+		"steadier than req/s on a busy machine)",
+		x(ack), o.rps, u.rps, orderedAckGoal, verdict(ack, orderedAckGoal),
+		x(dps), count(o.q.dps), count(u.q.dps), orderedDeliveredGoal, verdict(dps, orderedDeliveredGoal), x(cpu))
+}
+
+const orderedLineName = "Ordered queue against the unordered queue on Redis, unique case, same round"
+
+// hasOrdered tells whether the ordered queue took part in the run.
+func (r *report) hasOrdered() bool {
+	if r.rate[orderedTarget] != nil {
+		return true
+	}
+	for _, c := range cases {
+		if r.rows[c][orderedTarget] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // queueRatio is case c's median acks/s of queue target t over the median
@@ -784,14 +902,14 @@ func (r *report) queueRows() [][]string {
 				continue
 			}
 			q := row.q
-			rows = append(rows, []string{caseDoc[c], targetDoc[t], fmt.Sprintf("%.0f", row.rps), x(r.queueRatio(c, t)), count(q.queued), count(q.delivered), drain(q),
+			rows = append(rows, []string{caseDoc[c], targetDoc[t], fmt.Sprintf("%.0f", row.rps), x(r.queueRatio(c, t)), count(q.queued), count(q.delivered), count(q.dps), drain(q),
 				delay(q.p50, q.p50Lo, q.p50Hi), delay(q.p99, q.p99Lo, q.p99Hi)})
 		}
 	}
 	return rows
 }
 
-var queueHead = []string{"case", "target", "acks/s", "÷ clawgate (redis) req/s", "accepted", "delivered", "drained after the run in", "accepted to delivered p50", "p99"}
+var queueHead = []string{"case", "target", "acks/s", "÷ clawgate (redis) req/s", "accepted", "delivered", "delivered/s", "drained after the run in", "accepted to delivered p50", "p99"}
 
 // queueLine is the unique case's ratio of queue acks/s on Redis to sync
 // forwarding on Redis, with the goal.
@@ -1046,11 +1164,15 @@ func (r *report) text(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nMachine load: %s\n", r.loadLine())
 	if rows := r.queueRows(); len(rows) > 0 {
-		fmt.Fprintf(w, "\nDelivery queue (clawgate (redis, queue), clawgate (kafka, queue)): acks/s are 202s answered once the event is stored; the queue was\n"+
-			"waited for after each run. Delay: accepted to delivered, from the gateway's histogram (approximate within the bucket bounds)\n\n")
+		fmt.Fprintf(w, "\nDelivery queue (the queue targets): acks/s are 202s answered once the event is stored; the queue was waited for after each run.\n"+
+			"delivered/s: events delivered from the load's start until drained, over wrk's duration plus the drain time. Delay: accepted to\n"+
+			"delivered, from the gateway's histogram (approximate within the bucket bounds)\n\n")
 		table(w, false, queueHead, rows)
 	}
 	fmt.Fprintf(w, "\n%s: %s\n", queueLineName, r.queueLine())
+	if r.hasOrdered() {
+		fmt.Fprintf(w, "%s: %s\n", orderedLineName, r.orderedLine())
+	}
 	if r.hasKafka() {
 		fmt.Fprintf(w, "%s: %s\n", kafkaLineName, r.kafkaLine())
 		fmt.Fprintf(w, "NOTE: kafka (kfake) is an in-process Go fake of Kafka on loopback, no disk, no replication: not a real cluster's figures\n")
@@ -1143,11 +1265,26 @@ func (r *report) markdown(w io.Writer, meta []string) {
 			"the same drain wait and histogram apply.\n\n")
 		fmt.Fprintf(w, "> **Note.** %s.\n\n", kfakeNote)
 	}
+	if r.hasOrdered() {
+		fmt.Fprintf(w, "*clawgate (redis, queue, ordered)* is the Redis queue's route plus per-object order, "+
+			"`order: { by: \"json:data.object.id\" }`: the events of one object are delivered one at a time, in the order they were "+
+			"acknowledged, other objects in parallel. It is fed the same deliveries (keys, 1 KiB bodies, JSON) with an object id at "+
+			"`data.object.id`, %s of them (delivery i's is i mod their number), so the 8 workers always have many objects to work on; "+
+			"the same flush, drain wait and histogram apply. Its goals are against the unordered queue in the same round, unique case: "+
+			"acknowledgements per second at least %.1f times, delivered events per second at least %.1f times.\n\n", get("Ordered objects"), orderedAckGoal, orderedDeliveredGoal)
+	}
+	fmt.Fprintf(w, "\"delivered/s\" is the events a throughput run delivered (the pre-flight's left out) over the time from its first 202 to "+
+		"its last delivery, taken as wrk's duration of the load plus the time from the end of the load until every accepted event was "+
+		"delivered (\"drained after the run in\"; polled every 25 ms, so within about that): the rate the workers delivered at while the load ran and "+
+		"until they caught up, measured the same way on every queue target (rounds that did not drain are left out).\n\n")
 	if rows := r.queueRows(); len(rows) > 0 {
 		table(w, true, queueHead, rows)
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "**%s**: %s.\n", queueLineName, r.queueLine())
+	if r.hasOrdered() {
+		fmt.Fprintf(w, "\n**%s**: %s.\n", orderedLineName, r.orderedLine())
+	}
 	if r.hasKafka() {
 		fmt.Fprintf(w, "\n**%s**: %s.\n", kafkaLineName, r.kafkaLine())
 	}
@@ -1226,16 +1363,28 @@ func method(get func(string) string, r *report) string {
 		logNote = "Access logs are off (BENCH_LOGS=null): clawgate's go to /dev/null, Nginx's `access_log off`, no log line in HAProxy's and Caddy's configs"
 	}
 	fmt.Fprintf(&b, `- **Upstream**: bench/cmd/upstream, a fasthttp server answering 200 with {"ok":true} and logging nothing, so it is never the bottleneck. Every target reaches this same process.
-- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *haproxy* %s: one frontend and one backend server (bench/haproxy.cfg.tmpl), `+"`mode http`"+`, keep-alive on both sides with `+"`http-reuse always`"+` (idle upstream connections shared by every client connection), `+"`nbthread`"+` the number of CPUs, timeouts of 120 s that no run meets, run in master-worker mode in the foreground (`+"`haproxy -W -db`"+`; its CPU is the master's and the workers'); (d) *caddy* %s: `+"`reverse_proxy`"+` to the upstream (bench/Caddyfile.tmpl) with keep-alive to it (64 idle connections kept), `+"`admin off`"+`, `+"`auto_https off`"+`, only its own loopback port; (e) *clawgate* on the memory store; (f) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run); (g) *clawgate fasthttp (memory)* and *clawgate fasthttp (redis)*: the configs of (e) and (f) plus `+"`server: fasthttp`"+`, the front door on fasthttp's server instead of net/http's (FLUSHALL before every Redis run too); (h) *clawgate (redis, queue)*: the same route on the same Redis with `+"`delivery: queue`"+` (default 8 workers) and `+"`queue.max_depth: 10000000`"+`, far above what a run sends, so no run meets the 503 of a full queue (FLUSHALL before every run too); (i) *clawgate (kafka, queue)*: the queue route of (h) with `+"`queue.backend: kafka`"+` (`+"`brokers`"+` one kfake broker, `+"`topic_prefix: bench.`"+`, `+"`partitions: 8`"+`, every other Kafka setting at its default), the keys' ledger on the same Redis; FLUSHALL and a fresh kfake (%s) before every run. clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency: {required: true, key: [\"json:id\"]}`"+` (the signed body's id), every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s.
-- **Deliveries**: bench/cmd/presign signs %s deliveries up front: 1 KiB JSON bodies carrying a distinct 36-byte UUID-shaped key, each with its own X-Signature. The file stores the body template once and one "key signature" line per delivery (%s). bench/wrk/deliveries.lua loads it into each wrk thread and rebuilds each request with `+"`wrk.format`"+`; thread t takes deliveries t, t+T, t+2T… so threads never share a key.
+- **Targets**: (a) *direct* to the upstream; (b) *nginx* %s: `+"`proxy_pass`"+` to an upstream block with `+"`keepalive 64`"+`, HTTP/1.1 and an empty Connection header to the upstream, `+"`worker_processes auto`"+`, the default access log (combined format, to a file), keepalive_requests raised so no side reconnects mid-run (clawgate never closes a keep-alive connection); (c) *haproxy* %s: one frontend and one backend server (bench/haproxy.cfg.tmpl), `+"`mode http`"+`, keep-alive on both sides with `+"`http-reuse always`"+` (idle upstream connections shared by every client connection), `+"`nbthread`"+` the number of CPUs, timeouts of 120 s that no run meets, run in master-worker mode in the foreground (`+"`haproxy -W -db`"+`; its CPU is the master's and the workers'); (d) *caddy* %s: `+"`reverse_proxy`"+` to the upstream (bench/Caddyfile.tmpl) with keep-alive to it (64 idle connections kept), `+"`admin off`"+`, `+"`auto_https off`"+`, only its own loopback port; (e) *clawgate* on the memory store; (f) *clawgate* on Redis (%s, own process on an ephemeral port, `+"`--save \"\" --appendonly no`"+`, FLUSHALL before every run); (g) *clawgate fasthttp (memory)* and *clawgate fasthttp (redis)*: the configs of (e) and (f) plus `+"`server: fasthttp`"+`, the front door on fasthttp's server instead of net/http's (FLUSHALL before every Redis run too); (h) *clawgate (redis, queue)*: the same route on the same Redis with `+"`delivery: queue`"+` (default 8 workers) and `+"`queue.max_depth: 10000000`"+`, far above what a run sends, so no run meets the 503 of a full queue (FLUSHALL before every run too), and *clawgate (redis, queue, ordered)*, the same route plus per-object order, `+"`order: { by: \"json:data.object.id\" }`"+` (`+"`stale`"+` unset, `+"`on_dead: continue`"+`), fed the ordered request file (see Deliveries; FLUSHALL before every run too); (i) *clawgate (kafka, queue)*: the queue route of (h) with `+"`queue.backend: kafka`"+` (`+"`brokers`"+` one kfake broker, `+"`topic_prefix: bench.`"+`, `+"`partitions: 8`"+`, every other Kafka setting at its default), the keys' ledger on the same Redis; FLUSHALL and a fresh kfake (%s) before every run. clawgate is built once from this checkout (`+"`go build ./cmd/clawgate`"+`), GOMAXPROCS left at its default, one route: generic hmac (HMAC-SHA256 of the raw body, hex, prefix sha256=) and `+"`idempotency: {required: true, key: [\"json:id\"]}`"+` (the signed body's id), every other setting at its default (10 s window of 100,000 outcomes, 24 h retention). %s.
+- **Deliveries**: bench/cmd/presign signs %s deliveries up front: 1 KiB JSON bodies carrying a distinct 36-byte UUID-shaped key, each with its own X-Signature. The file stores the body template once and one "key signature" line per delivery (%s).%s bench/wrk/deliveries.lua loads it into each wrk thread and rebuilds each request with `+"`wrk.format`"+`; thread t takes deliveries t, t+T, t+2T… so threads never share a key.
 - **Cases**: *unique*: every request a new key, so clawgate verifies, claims, forwards and stores each one. clawgate is restarted (fresh memory store; Redis flushed) before every run, so a key can only repeat if a run outlasts the file: the Lua script counts that ("wrapped") and the report fails the run for clawgate. *duplicates*: one key, primed with a single delivery before the run, then replayed from the local window by every request. *mix*: every 5th request (20 %%) repeats a key the same wrk thread sent 1,000 to 5,000 requests earlier (finished by then, within the 10 s window); the other 80 %% are new keys. Direct, Nginx, HAProxy and Caddy get exactly the same requests and simply forward them.
 - **Load**: %s, %s connections over %s threads, %s per run, no warm-up beyond clawgate's start; req/s and p50/p99 come from wrk's own counters via the script's done(); CPU from `+"`/proc`"+` around the wrk run, divided by the requests it completed. Any answer with status >= 400 or socket error fails the run (401 = signing broken, 409 = a key still in flight, 422 = key reused). Rounds: %s; in each round the cases run in turn and the target order rotates by one per round, so no target is always first after an idle pause.
 - **Fixed rate**: bench/cmd/rate, %s for %s per target (first second not recorded), up to 64 connections, unique keys, %s round(s); clawgate restarted before each. On the queue targets the script then waits for the queue to drain and reads the delay histogram from /metrics (bench/cmd/promq).
 - **Floors**: bench/cmd/floor, %s. A fresh process on an ephemeral loopback port before every run, as clawgate, with a pre-flight request; GOMAXPROCS at its default, no log. floor (forward) runs every case and the fixed rate; floor (answer) the duplicates case only.
 - **Kafka**: kfake is not Kafka. %s.
 - **Noise**: the machine is shared. The load average at the start and end of the run and what other work took during the runs are listed above; the CPU table shows how busy the machine was during each run.
-`, get("nginx"), get("haproxy"), get("caddy"), get("redis"), kfakeMethod(get), logNote, get("Deliveries"), get("Request file"), get("wrk"), get("Connections"), get("Threads"), get("Duration"), get("Rounds"), get("Fixed rate"), get("Fixed-rate duration"), get("Fixed-rate rounds"), floorMethod, kfakeNote)
+`, get("nginx"), get("haproxy"), get("caddy"), get("redis"), kfakeMethod(get), logNote, get("Deliveries"), get("Request file"), orderedMethod(get), get("wrk"), get("Connections"), get("Threads"), get("Duration"), get("Rounds"), get("Fixed rate"), get("Fixed-rate duration"), get("Fixed-rate rounds"), floorMethod, kfakeNote)
 	return b.String()
+}
+
+// orderedMethod is the Deliveries line's sentence on the ordered queue's
+// request file, from the meta lines "Ordered objects" and "Ordered request
+// file"; empty when the ordered queue did not run.
+func orderedMethod(get func(string) string) string {
+	if get("Ordered objects") == "?" {
+		return ""
+	}
+	return fmt.Sprintf(" The ordered queue is fed a second file of the same deliveries (keys, signing, 1 KiB) whose bodies also carry an object id "+
+		"at `data.object.id`, %s objects, delivery i's being i mod their number (`presign -objects`): the template has a third part and every line "+
+		"the object id as a third field (%s).", get("Ordered objects"), get("Ordered request file"))
 }
 
 // kfakeMethod names the kfake the run used, from the meta line "Kafka".

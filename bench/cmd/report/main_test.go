@@ -193,6 +193,106 @@ kind=rate round=1 target=clawgate-kafka-queue p50_us=500 p99_us=900 non2xx=0 err
 	}
 }
 
+// The ordered queue is compared with the unordered queue in the same round:
+// acks/s and delivered events per second (deliveredRate: events delivered
+// after the pre-flight over wrk's duration plus the drain), medians of the
+// per-round ratios, each against its goal in the targets table; a round
+// where a queue did not drain counts for acks/s only.
+func TestOrderedQueue(t *testing.T) {
+	q := "retried=0 dead_lettered=0 rejected=0 not_owner=0 depth=0 delay_p50_us=2000 delay_p50_lo_us=1000 delay_p50_hi_us=5000 delay_p99_us=9000 delay_p99_lo_us=5000 delay_p99_hi_us=10000 duration_us=2000000 delivered_before=1 total_cpu_us=200000"
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=clawgate-redis-queue rps=1000 requests=2000 queued=2001 delivered=2001 drained=1 drain_ms=0 ` + q + `
+kind=wrk round=1 case=unique target=clawgate-redis-queue-ordered rps=950 requests=1900 queued=1901 delivered=1901 drained=1 drain_ms=500 ` + q + `
+kind=wrk round=2 case=unique target=clawgate-redis-queue rps=500 requests=1000 queued=1001 delivered=1001 drained=1 drain_ms=0 ` + q + `
+kind=wrk round=2 case=unique target=clawgate-redis-queue-ordered rps=400 requests=800 queued=801 delivered=801 drained=1 drain_ms=0 ` + q + `
+kind=wrk round=3 case=unique target=clawgate-redis-queue rps=600 requests=1200 queued=1201 delivered=1201 drained=1 drain_ms=0 ` + q + `
+kind=wrk round=3 case=unique target=clawgate-redis-queue-ordered rps=600 requests=1200 queued=1201 delivered=900 drained=0 drain_ms=60000 ` + q + `
+kind=wrk round=1 case=dup target=clawgate-redis-queue-ordered rps=5000 requests=10000 queued=1 delivered=1 drained=1 drain_ms=0 ` + q + `
+`))
+	// acks/s 0.95, 0.80, 1.00: median 0.95 (the medians' ratio, 600/600, would be 1);
+	// delivered/s 1900/2.5 s = 760 over 2000/2 s = 1000 (0.76), 400 over 500 (0.80),
+	// round 3 not drained: median 0.78
+	ack, dps := r.orderedRatios("unique")
+	if math.Abs(ack-0.95) > 1e-9 || math.Abs(dps-0.78) > 1e-9 {
+		t.Fatalf("ratios %v %v, want 0.95 0.78", ack, dps)
+	}
+	if o := r.rows["unique"][orderedTarget].q; o.dps != 580 { // median of 760 and 400
+		t.Fatalf("ordered delivered/s %v", o.dps)
+	}
+	verdict := map[string]string{}
+	for _, c := range r.checks {
+		verdict[c.name] = c.verdict() + " " + c.got
+	}
+	if v := verdict[orderedAckName]; v != "met 0.95" {
+		t.Error("acks/s:", v)
+	}
+	if v := verdict[orderedDeliveredName]; v != "MISSED 0.78" {
+		t.Error("delivered/s:", v)
+	}
+	if len(r.errors) != 0 || len(r.warnings) != 1 || !strings.Contains(r.warnings[0], "round 3, unique, clawgate-redis-queue-ordered: the queue did not drain") {
+		t.Errorf("errors %q warnings %q", r.errors, r.warnings)
+	}
+	var b strings.Builder
+	r.text(&b)
+	txt := strings.Join(strings.Fields(b.String()), " ")
+	mustContain(t, "text", txt, []string{
+		orderedLineName + ": acks/s 0.95 (medians 600 ÷ 600; goal: at least 0.9: met), delivered events/s 0.78 (medians 580 ÷ 600; goal: at least 0.8: MISSED)",
+		// CPU per request 200000 µs over the requests: 100/105.3 (0.95), 200/250 (0.80), 1.00
+		"the unordered queue's ÷ the ordered's, 0.95 (no goal",
+		orderedAckName + " 0.95 >= 0.90 met",
+		orderedDeliveredName + " 0.78 >= 0.80 MISSED",
+		"unique (new key each) clawgate (redis, queue, ordered) 600 - 1201 900 580 0.2 s (1 round(s) not drained)",
+	})
+	var md strings.Builder
+	r.markdown(&md, []string{"Ordered objects: 1000", "Ordered request file: 9 MiB for 100 deliveries over 1000 objects (presign -objects 1000)"})
+	doc := md.String()
+	mustContain(t, "markdown", doc, []string{
+		"*clawgate (redis, queue, ordered)* is the Redis queue's route plus per-object order",
+		"`data.object.id`, 1000 of them",
+		"\"delivered/s\" is the events a throughput run delivered",
+		"| unique (new key each) | clawgate (redis, queue, ordered) | 600 | - | 1201 | 900 | 580 | 0.2 s (1 round(s) not drained) |",
+		"| unique (new key each) | clawgate (redis, queue) | 600 | - | 1201 | 1201 | 600 | 0.0 s |",
+		"**" + orderedLineName + "**: acks/s 0.95",
+		"| " + orderedAckName + " | 0.95 | >= 0.90 | met |",
+		"| " + orderedDeliveredName + " | 0.78 | >= 0.80 | MISSED |",
+		"*clawgate (redis, queue, ordered)*, the same route plus per-object order",
+		"The ordered queue is fed a second file of the same deliveries",
+		"(9 MiB for 100 deliveries over 1000 objects (presign -objects 1000))",
+	})
+	// Without the ordered target: its goals not measured, no line, no paragraph.
+	r = analyse(parse(`kind=wrk round=1 case=unique target=clawgate-redis-queue rps=400 requests=1 queued=1 delivered=1 drained=1 drain_ms=0 ` + q))
+	for _, c := range r.checks {
+		if (c.name == orderedAckName || c.name == orderedDeliveredName) && c.verdict() != "not measured" {
+			t.Errorf("%s: %s without the ordered target", c.name, c.verdict())
+		}
+	}
+	b.Reset()
+	r.text(&b)
+	md.Reset()
+	r.markdown(&md, nil)
+	if strings.Contains(b.String(), orderedLineName) || strings.Contains(md.String(), orderedLineName) || strings.Contains(md.String(), "The ordered queue is fed") {
+		t.Errorf("ordered line without the ordered target:\n%s", b.String())
+	}
+}
+
+func TestDeliveredRate(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want float64
+	}{
+		{"drained=1 delivered=3001 delivered_before=1 duration_us=2000000 drain_ms=1000", 1000},
+		{"drained=1 delivered=3000 duration_us=2000000 drain_ms=1000", 1000}, // no delivered_before: none
+		{"drained=0 delivered=3001 delivered_before=1 duration_us=2000000 drain_ms=60000", math.NaN()},
+		{"drained=1 delivered=3001 delivered_before=1 drain_ms=5", math.NaN()}, // a fixed-rate record: no wrk duration
+		{"drained=1 delivered_before=1 duration_us=2000000 drain_ms=0", math.NaN()},
+	} {
+		got := deliveredRate(parse(tc.line)[0])
+		if !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) {
+			t.Errorf("%s: %v, want %v", tc.line, got, tc.want)
+		}
+	}
+}
+
 // CPU per request: all processes (total_cpu_us) and the proxy's
 // (proxy_cpu_us) over the requests; the ratios to nginx are nginx's over
 // the target's (higher is cheaper), per round then the median, next to the
