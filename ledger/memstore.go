@@ -22,10 +22,9 @@ type MemoryStore struct {
 	m *Memory
 }
 
-var (
-	_ store.Store  = (*MemoryStore)(nil)
-	_ store.Peeker = (*MemoryStore)(nil)
-)
+// It is no store.Peeker: a queue route's enqueue reads the same record,
+// so a route that switched from sync needs no look into the sync path's.
+var _ store.Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns a memory store on a new Memory, configured by
 // opts: MaxKeys and MaxBytes bound its budget (0: store.DefaultMaxKeys,
@@ -71,21 +70,6 @@ func (s *MemoryStore) Get(ctx context.Context, scoped string) (store.KeyState, e
 	route, key := splitScoped(scoped)
 	ks, err := s.m.Get(ctx, route, key)
 	return memStoreState(ks), err
-}
-
-// Peek implements store.Peeker. It changes nothing, not even recency.
-func (s *MemoryStore) Peek(ctx context.Context, scoped string) (store.State, store.Outcome, error) {
-	route, key := splitScoped(scoped)
-	ks, err := s.m.Get(ctx, route, key)
-	switch {
-	case err != nil:
-		return store.Absent, store.Outcome{}, err
-	case ks.State == StateInFlight:
-		return store.InFlight, store.Outcome{}, nil
-	case ks.State == StateFinished:
-		return store.Finished, ks.Outcome, nil
-	}
-	return store.Absent, store.Outcome{}, nil
 }
 
 // Delete implements store.Store: the key's record is forgotten with a

@@ -524,42 +524,35 @@ func TestMemoryStoreTimedConformance(t *testing.T) {
 	}))
 }
 
-// Peek reports a key's state and stored answer without counting a
-// delivery, on the memory store and through Timed.
-func TestMemoryStorePeek(t *testing.T) {
-	stores := map[string]func(t *testing.T) store.Store{
-		"memory": func(t *testing.T) store.Store { return ledger.NewMemoryStore(store.MemoryOptions{}) },
-		"timed": func(t *testing.T) store.Store {
-			return store.NewTimed(ledger.NewMemoryStore(store.MemoryOptions{}), func(string) store.Observer { return nopObserver{} })
-		},
-	}
+// On the memory store a key has one record whatever its route's mode:
+// the queue sharing the store's Memory finds a key the sync path holds or
+// finished, and the sync path one the queue holds.
+func TestMemoryStoreSharesTheQueuesRecord(t *testing.T) {
 	ctx := context.Background()
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			p := s.(store.Peeker)
-			peek := func(want store.State) store.Outcome {
-				t.Helper()
-				st, out, err := p.Peek(ctx, "orders:k1")
-				if err != nil || st != want {
-					t.Fatalf("Peek = %v, %v; want %v", st, err, want)
-				}
-				return out
-			}
-			peek(store.Absent)
-			c := storetest.MustClaim(t, s, "orders:k1", storetest.FpA, time.Minute, store.Claimed)
-			peek(store.InFlight)
-			want := store.Outcome{Status: 201, ContentType: "application/json", Body: []byte(`{"ok":1}`), Fingerprint: storetest.FpA}
-			if err := s.Finish(ctx, "orders:k1", c.Token, want, time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			before := storetest.MustGet(t, s, "orders:k1")
-			if out := peek(store.Finished); !storetest.SameOutcome(out, want) {
-				t.Fatalf("Peek's outcome = %+v, want %+v", out, want)
-			}
-			if after := storetest.MustGet(t, s, "orders:k1"); after != before {
-				t.Fatalf("Peek changed the key: %+v then %+v", before, after)
-			}
-		})
+	s := ledger.NewMemoryStore(store.MemoryOptions{})
+	l := s.Ledger()
+	reserve := func(key string, want ledger.AckState) ledger.Reserved {
+		t.Helper()
+		r, err := l.Reserve(ctx, ledger.Reservation{Route: "orders", Key: key, EventID: "e-" + key, Token: "t-" + key,
+			Fingerprint: storetest.FpA, FirstSeen: time.Now(), Lease: time.Minute})
+		if err != nil || r.State != want {
+			t.Fatalf("Reserve(%s) = %+v, %v; want state %v", key, r, err, want)
+		}
+		return r
+	}
+	c := storetest.MustClaim(t, s, "orders:k1", storetest.FpA, time.Minute, store.Claimed)
+	reserve("k1", ledger.InFlight)
+	if err := s.Finish(ctx, "orders:k1", c.Token, storetest.Outcome(201, "ok"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if r := reserve("k1", ledger.Delivered); r.Outcome.Status != 201 {
+		t.Fatalf("the queue answered the sync path's outcome %+v", r.Outcome)
+	}
+	reserve("k2", ledger.Enqueued)
+	if ok, err := l.Confirm(ctx, "orders", "k2", "t-k2"); err != nil || !ok {
+		t.Fatalf("Confirm = %v, %v", ok, err)
+	}
+	if c := storetest.MustClaim(t, s, "orders:k2", storetest.FpA, time.Minute, store.Queued); c.EventID != "e-k2" {
+		t.Fatalf("the sync path's claim of a queued key = %+v", c)
 	}
 }
