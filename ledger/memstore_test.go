@@ -9,11 +9,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/clawgate/clawgate/ledger"
+	"github.com/clawgate/clawgate/ledger/ledgertest"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/store/storetest"
 )
@@ -21,31 +21,9 @@ import (
 // The memory store's bounds (MaxKeys, MaxBytes, AttemptsTTL, ResetHold)
 // on the ledger's Memory, through MemoryStore.
 
-// storeClock is an injected clock that only moves when told to.
-type storeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newStoreClock() *storeClock {
-	return &storeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *storeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *storeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestMemoryEvictsOldestFirst(t *testing.T) {
 	ctx := context.Background()
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	var evictions int
 	m := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 3, Now: clock.Now, OnEvict: func() { evictions++ }})
 	finish := func(key string) {
@@ -54,7 +32,7 @@ func TestMemoryEvictsOldestFirst(t *testing.T) {
 		if err := m.Finish(ctx, key, c.Token, storetest.Outcome(200, key), time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		clock.Advance(time.Second)
+		clock.Add(time.Second)
 	}
 	for i := 1; i <= 3; i++ {
 		finish(fmt.Sprintf("k:%d", i))
@@ -81,7 +59,7 @@ func TestMemoryEvictsOldestFirst(t *testing.T) {
 }
 
 func TestMemoryNeverEvictsLiveLocks(t *testing.T) {
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	var evictions int
 	m := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 2, Now: clock.Now, OnEvict: func() { evictions++ }})
 	for i := 0; i < 10; i++ {
@@ -96,7 +74,7 @@ func TestMemoryNeverEvictsLiveLocks(t *testing.T) {
 		t.Fatalf("evicted %d live locks", evictions)
 	}
 	// Once the locks expire they turn into counters, bounded like records.
-	clock.Advance(time.Minute)
+	clock.Add(time.Minute)
 	for i := 0; i < 10; i++ {
 		storetest.MustClaim(t, m, fmt.Sprintf("other:%d", i), storetest.FpA, time.Minute, store.Claimed)
 	}
@@ -110,7 +88,7 @@ func TestMemoryNeverEvictsLiveLocks(t *testing.T) {
 
 func TestMemoryExpiredEntriesAreDropped(t *testing.T) {
 	ctx := context.Background()
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	var evictions int
 	m := ledger.NewMemoryStore(store.MemoryOptions{Now: clock.Now, OnEvict: func() { evictions++ }})
 	for i := 0; i < 100; i++ {
@@ -120,7 +98,7 @@ func TestMemoryExpiredEntriesAreDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clock.Advance(time.Hour)
+	clock.Add(time.Hour)
 	for i := 0; i < 100; i++ {
 		storetest.MustClaim(t, m, "new:"+strconv.Itoa(i), storetest.FpA, time.Minute, store.Claimed)
 	}
@@ -134,22 +112,22 @@ func TestMemoryExpiredEntriesAreDropped(t *testing.T) {
 
 func TestMemoryAttemptsTTL(t *testing.T) {
 	ctx := context.Background()
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	m := ledger.NewMemoryStore(store.MemoryOptions{Now: clock.Now, AttemptsTTL: time.Hour})
 	c := storetest.MustClaim(t, m, "k:1", storetest.FpA, time.Minute, store.Claimed)
 	if err := m.Release(ctx, "k:1", c.Token); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Hour - time.Nanosecond)
+	clock.Add(time.Hour - time.Nanosecond)
 	if c := storetest.MustClaim(t, m, "k:1", storetest.FpA, time.Minute, store.Claimed); c.Attempts != 2 {
 		t.Fatalf("within AttemptsTTL: attempts %d, want 2", c.Attempts)
 	}
 	// The counter lives an hour after the last claim, not the first.
-	clock.Advance(time.Hour - time.Nanosecond)
+	clock.Add(time.Hour - time.Nanosecond)
 	if c := storetest.MustClaim(t, m, "k:1", storetest.FpA, time.Minute, store.Claimed); c.Attempts != 3 {
 		t.Fatalf("lock expired, counter alive: attempts %d, want 3", c.Attempts)
 	}
-	clock.Advance(time.Hour)
+	clock.Add(time.Hour)
 	if st := storetest.MustGet(t, m, "k:1"); st != (store.KeyState{}) {
 		t.Fatalf("after AttemptsTTL: %+v, want forgotten", st)
 	}
@@ -167,7 +145,7 @@ func TestMemoryAttemptsTTL(t *testing.T) {
 		t.Fatalf("released with a negative AttemptsTTL: %+v", st)
 	}
 	storetest.MustClaim(t, m, "k:1", storetest.FpA, time.Minute, store.Claimed)
-	clock.Advance(time.Minute)
+	clock.Add(time.Minute)
 	if c := storetest.MustClaim(t, m, "k:1", storetest.FpA, time.Minute, store.Claimed); c.Attempts != 1 {
 		t.Fatalf("expired lock with a negative AttemptsTTL: attempts %d, want 1", c.Attempts)
 	}
@@ -287,18 +265,18 @@ func BenchmarkMemoryClaimFinished(b *testing.B) {
 
 func TestMemoryResetTombstoneLivesForTheLocksRest(t *testing.T) {
 	ctx := context.Background()
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	m := ledger.NewMemoryStore(store.MemoryOptions{Now: clock.Now})
 	c := storetest.MustClaim(t, m, "k:1", storetest.FpA, time.Minute, store.Claimed)
-	clock.Advance(20 * time.Second)
+	clock.Add(20 * time.Second)
 	if _, err := m.Delete(ctx, "k:1"); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(40*time.Second - time.Nanosecond)
+	clock.Add(40*time.Second - time.Nanosecond)
 	if err := m.Finish(ctx, "k:1", c.Token, storetest.Outcome(200, "x"), time.Hour); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("Finish just before the lock would have expired = %v, want store.ErrNotOwner", err)
 	}
-	clock.Advance(time.Nanosecond)
+	clock.Add(time.Nanosecond)
 	if err := m.Finish(ctx, "k:1", c.Token, storetest.Outcome(200, "x"), time.Hour); err != nil {
 		t.Fatalf("Finish once the lock would have expired: %v", err)
 	}
@@ -309,7 +287,7 @@ func TestMemoryResetTombstoneLivesForTheLocksRest(t *testing.T) {
 // had not) recorded the forgotten outcome again.
 func TestMemoryResetOfAFinishedKeyHoldsForResetHold(t *testing.T) {
 	ctx := context.Background()
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	m := ledger.NewMemoryStore(store.MemoryOptions{Now: clock.Now, ResetHold: 30 * time.Second})
 	c := storetest.MustClaim(t, m, "k:1", storetest.FpA, time.Minute, store.Claimed)
 	if err := m.Finish(ctx, "k:1", c.Token, storetest.Outcome(200, "x"), time.Hour); err != nil {
@@ -318,14 +296,14 @@ func TestMemoryResetOfAFinishedKeyHoldsForResetHold(t *testing.T) {
 	if _, err := m.Delete(ctx, "k:1"); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(30*time.Second - time.Nanosecond)
+	clock.Add(30*time.Second - time.Nanosecond)
 	if err := m.Finish(ctx, "k:1", c.Token, storetest.Outcome(200, "x"), time.Hour); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("Finish retried within ResetHold of the reset = %v, want store.ErrNotOwner", err)
 	}
 	if st := storetest.MustGet(t, m, "k:1"); st.State != store.Absent {
 		t.Fatalf("state %v after the reset, want absent", st.State)
 	}
-	clock.Advance(time.Nanosecond)
+	clock.Add(time.Nanosecond)
 	if err := m.Finish(ctx, "k:1", c.Token, storetest.Outcome(200, "x"), time.Hour); err != nil {
 		t.Fatalf("Finish after ResetHold: %v", err)
 	}
@@ -333,7 +311,7 @@ func TestMemoryResetOfAFinishedKeyHoldsForResetHold(t *testing.T) {
 
 func TestMemoryResetTombstonesArePurged(t *testing.T) {
 	ctx := context.Background()
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	m := ledger.NewMemoryStore(store.MemoryOptions{Now: clock.Now})
 	for round := 0; round < 10; round++ {
 		for i := 0; i < 1000; i++ {
@@ -343,7 +321,7 @@ func TestMemoryResetTombstonesArePurged(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		clock.Advance(time.Minute)
+		clock.Add(time.Minute)
 	}
 	n := ledger.MemoryTombstones(m)
 	if n > 2000 {
@@ -356,7 +334,7 @@ func TestMemoryResetTombstonesArePurged(t *testing.T) {
 
 func TestMemoryBytesBudget(t *testing.T) {
 	ctx := context.Background()
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	var evictions int
 	body := strings.Repeat("b", 100)
 	perKey := finishedSize(t, "k:00", body)
@@ -371,7 +349,7 @@ func TestMemoryBytesBudget(t *testing.T) {
 		if b := m.Bytes(); b > budget {
 			t.Fatalf("after %d keys: %d bytes, over the budget of %d", i+1, b, budget)
 		}
-		clock.Advance(time.Second)
+		clock.Add(time.Second)
 	}
 	if m.Len() != 10 || evictions != 40 {
 		t.Fatalf("Len %d, evictions %d; want 10 kept and 40 evicted", m.Len(), evictions)
@@ -403,7 +381,7 @@ func TestMemoryBytesBudget(t *testing.T) {
 }
 
 func TestMemoryBytesBudgetNeverEvictsLiveLocks(t *testing.T) {
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	var evictions int
 	m := ledger.NewMemoryStore(store.MemoryOptions{MaxBytes: 2 * ledger.MemKeyOverhead, Now: clock.Now, OnEvict: func() { evictions++ }})
 	for i := 0; i < 10; i++ {
@@ -421,7 +399,7 @@ func TestMemoryBytesBudgetNeverEvictsLiveLocks(t *testing.T) {
 	if m.Bytes() <= 2*ledger.MemKeyOverhead {
 		t.Fatalf("Bytes %d does not count the live locks", m.Bytes())
 	}
-	clock.Advance(time.Minute)
+	clock.Add(time.Minute)
 	for i := 0; i < 10; i++ {
 		storetest.MustClaim(t, m, fmt.Sprintf("other:%d", i), storetest.FpA, time.Minute, store.Claimed)
 	}
@@ -434,7 +412,7 @@ func TestMemoryBytesBudgetNeverEvictsLiveLocks(t *testing.T) {
 // checks after each that Bytes matches a recount of what the store holds.
 func TestMemoryBytesStayCounted(t *testing.T) {
 	ctx := context.Background()
-	clock := newStoreClock()
+	clock := ledgertest.NewClock()
 	rng := rand.New(rand.NewPCG(1, 2))
 	m := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 40, MaxBytes: 30 * (ledger.MemKeyOverhead + 64), AttemptsTTL: 10 * time.Second, Now: clock.Now})
 	tokens := map[string]string{}
@@ -459,7 +437,7 @@ func TestMemoryBytesStayCounted(t *testing.T) {
 		case op < 8:
 			_, _ = m.Delete(ctx, key)
 		default:
-			clock.Advance(time.Duration(rng.IntN(1000)) * time.Millisecond)
+			clock.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
 		}
 		if got, want := m.Bytes(), ledger.MemoryRecount(m); got != want {
 			t.Fatalf("step %d: Bytes %d, recounted %d", i, got, want)
@@ -481,22 +459,22 @@ func finishedSize(t *testing.T, key, body string) int64 {
 // memoryStoreFixture is a memory store on a clock of its own.
 func memoryStoreFixture(wrap func(store.Store) store.Store) func(t *testing.T) *storetest.Fixture {
 	return func(t *testing.T) *storetest.Fixture {
-		c := newStoreClock()
+		c := ledgertest.NewClock()
 		s := wrap(ledger.NewMemoryStore(store.MemoryOptions{Now: c.Now}))
 		const short = 50 * time.Millisecond
 		return &storetest.Fixture{
 			S:           s,
 			LockTTL:     30 * time.Second,
 			ShortTTL:    short,
-			ExpireLock:  func(*testing.T, string) { c.Advance(short) },
-			ExpireReset: func(*testing.T, string) { c.Advance(short) },
+			ExpireLock:  func(*testing.T, string) { c.Add(short) },
+			ExpireReset: func(*testing.T, string) { c.Add(short) },
 			CheckRetention: func(t *testing.T, key string, retention time.Duration) {
 				t.Helper()
-				c.Advance(retention - time.Nanosecond)
+				c.Add(retention - time.Nanosecond)
 				if st := storetest.MustGet(t, s, key); st.State != store.Finished {
 					t.Fatalf("just before retention: %+v, want finished", st)
 				}
-				c.Advance(time.Nanosecond)
+				c.Add(time.Nanosecond)
 				if st := storetest.MustGet(t, s, key); st != (store.KeyState{}) {
 					t.Fatalf("after retention: %+v, want forgotten", st)
 				}
