@@ -52,7 +52,7 @@ func MemoryRecount(s *MemoryStore) int64 {
 	for _, r := range m.routes {
 		for name, k := range r.keys {
 			if k.acct != 0 {
-				n += int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec) + len(k.reason) + len(k.err) + len(k.dlq))
+				n += memKeySize(name, k)
 			}
 		}
 	}

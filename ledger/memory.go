@@ -81,11 +81,11 @@ func (d memDone) live() bool {
 
 // memKeyOverhead is the estimated fixed size of one key's record beyond
 // the lengths of its name, event id, fingerprint and stored answer: the
-// struct (416 bytes with allocator rounding), its map slot, its entry in
+// struct (320 bytes with allocator rounding), its map slot, its entry in
 // the budget's order and the rounding of its strings' and answer's
 // allocations. TestMemoryBytesPerKey checks the estimate against the
 // measured heap.
-const memKeyOverhead = 544
+const memKeyOverhead = 480
 
 var _ Ledger = (*Memory)(nil)
 
@@ -120,24 +120,46 @@ type memLedgerKey struct {
 	n, qa, qt   int64
 	first, last int64 // ms
 	pos, owner  string
-	rec         []byte // encoded outcome (done)
-	dlq, reason string
-	status      int
-	err         string
-	died        int64           // ms
+	rec         []byte          // encoded outcome (done)
+	dead        *memDead        // dead-lettered: where and why; nil otherwise
 	expires     time.Time       // zero: never
 	size        int64           // counted in Memory.done (see account)
 	ord         uint64          // its entry in Memory.order or locks; 0: none
 	r           *memLedgerRoute // its route, once counted
 	acct        uint8           // how it is counted (acctIdle...); 0: not
-	// name is the key's name; ov its order value ("" unordered), os its
-	// sequence in it (0: none yet), sv its stale value when hasSV.
-	name  string
-	ppos  string // where its entry or record was parked
+	// name is the key's name; ko its place in its order value's line
+	// (nil: unordered).
+	name string
+	ko   *memKeyOrder
+}
+
+// memKeyOrder is an ordered key's order value ov, its sequence os in it
+// (0: none yet), its stale value sv when hasSV, and where its entry or
+// record was parked (ppos), kept apart so that unordered keys do not
+// carry its fields.
+type memKeyOrder struct {
+	ppos  string
 	ov    string
 	os    int64
 	sv    float64
 	hasSV bool
+}
+
+// memDead is a dead-lettered key's DLQ position and what killed it, kept
+// apart so that the other keys do not carry its fields.
+type memDead struct {
+	dlq, reason string
+	status      int
+	err         string
+	died        int64 // ms
+}
+
+// deadInfo is k's dead-letter fields, zero when it has none.
+func (k *memLedgerKey) deadInfo() memDead {
+	if k.dead == nil {
+		return memDead{}
+	}
+	return *k.dead
 }
 
 // Key record states, as stored.
@@ -277,7 +299,7 @@ func (m *Memory) remember(r *memLedgerRoute, name string, k *memLedgerKey) {
 // keeps the budget.
 func (m *Memory) account(r *memLedgerRoute, name string, k *memLedgerKey, how uint8) {
 	m.uncount(k)
-	k.size = int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec) + len(k.reason) + len(k.err) + len(k.dlq))
+	k.size = memKeySize(name, k)
 	m.done += k.size
 	k.acct = how
 	switch how {
@@ -298,6 +320,12 @@ func (m *Memory) account(r *memLedgerRoute, name string, k *memLedgerKey, how ui
 		m.locks = append(m.locks, memDone{k, k.ord})
 	}
 	m.shrink(k)
+}
+
+// memKeySize is the estimated size of key name's record k.
+func memKeySize(name string, k *memLedgerKey) int64 {
+	d := k.deadInfo()
+	return int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec) + len(d.reason) + len(d.err) + len(d.dlq))
 }
 
 // touch makes idle k the most recently used.
@@ -562,7 +590,7 @@ func (m *Memory) Begin(_ context.Context, route, key, eid, tok, pos, owner strin
 func (m *Memory) revive(r *memLedgerRoute, k *memLedgerKey) {
 	k.st, k.qa = ledgerQueued, 0
 	k.pos, k.owner = "", ""
-	k.dlq, k.reason, k.status, k.err, k.died = "", "", 0, "", 0
+	k.dead = nil
 	k.expires = time.Time{}
 	m.uncount(k) // a purged key read again
 	r.age[k.eid] = k.first
@@ -627,7 +655,7 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		k.tok, k.ptok = s.NewToken, ""
 	default:
 		k.st, k.tok, k.ptok = ledgerDead, "", ""
-		k.dlq, k.reason, k.status, k.err, k.died = s.DLQPos, s.Reason, s.Status, s.Error, ledgerMs(s.At)
+		k.dead = &memDead{dlq: s.DLQPos, reason: s.Reason, status: s.Status, err: s.Error, died: ledgerMs(s.At)}
 		delete(r.age, eid)
 		r.dead[eid] = key
 		if !s.OrderHold {
@@ -661,7 +689,7 @@ func (m *Memory) Dead(_ context.Context, route, eid, next string) (string, strin
 	if next != "" {
 		k.ptok = next
 	}
-	return key, k.dlq, nil
+	return key, k.deadInfo().dlq, nil
 }
 
 // DeadEntry implements Ledger.
@@ -674,7 +702,7 @@ func (m *Memory) DeadEntry(_ context.Context, route, eid string) (DeadEntry, str
 		return DeadEntry{}, "", ErrNotFound
 	}
 	_, k := m.deadKey(r, eid)
-	return d, k.dlq, nil
+	return d, k.deadInfo().dlq, nil
 }
 
 // Replay implements Ledger.
@@ -683,7 +711,7 @@ func (m *Memory) Replay(_ context.Context, route, eid, dlqPos, tok string) error
 	defer m.mu.Unlock()
 	r := m.route(route)
 	_, k := m.deadKey(r, eid)
-	if k == nil || k.dlq != dlqPos {
+	if k == nil || k.deadInfo().dlq != dlqPos {
 		return ErrNotFound
 	}
 	m.revive(r, k)
@@ -766,8 +794,9 @@ func (m *Memory) deadEntry(r *memLedgerRoute, eid string) (DeadEntry, bool) {
 	if k == nil {
 		return DeadEntry{}, false
 	}
-	return DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
-		Error: k.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(k.died)}, true
+	dd := k.deadInfo()
+	return DeadEntry{ID: eid, Key: key, Reason: dd.reason, Status: dd.status, Attempts: k.qt,
+		Error: dd.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(dd.died)}, true
 }
 
 // Get implements Ledger.

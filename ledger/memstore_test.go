@@ -194,7 +194,7 @@ func bytesPerKey(tb testing.TB, n int) (measured, estimated float64) {
 		float64(m.Bytes())/float64(n) - float64(len(body))
 }
 
-// TestMemoryBytesPerKey keeps a finished key within 700 bytes beyond its
+// TestMemoryBytesPerKey keeps a finished key within 600 bytes beyond its
 // body, and checks that the store's estimate (Bytes, which MaxBytes
 // bounds) does not count less than the heap the keys take.
 // BenchmarkMemoryBytesPerKey measures the same over a million keys.
@@ -205,8 +205,8 @@ func TestMemoryBytesPerKey(t *testing.T) {
 	}
 	perKey, estimate := bytesPerKey(t, n)
 	t.Logf("memory store: %.0f bytes per finished key beyond a 100-byte body (estimated %.0f), %d keys of 43 bytes", perKey, estimate, n)
-	if perKey > 700 {
-		t.Fatalf("%.0f bytes per key, want at most 700", perKey)
+	if perKey > 600 {
+		t.Fatalf("%.0f bytes per key, want at most 600", perKey)
 	}
 	if estimate < perKey {
 		t.Fatalf("the estimate of %.0f bytes per key is below the measured %.0f: raise memKeyOverhead", estimate, perKey)
