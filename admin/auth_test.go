@@ -16,6 +16,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -75,7 +76,7 @@ func get(t *testing.T, url, host, auth string) (int, string) {
 // page whose domain was rebound to 127.0.0.1 (DNS rebinding) could reset
 // keys or read profiles through the operator's browser.
 func TestAdminWithoutTokenServesOnlyLoopbackHosts(t *testing.T) {
-	srv := adminServer(t, "", store.NewMemory(store.MemoryOptions{}))
+	srv := adminServer(t, "", ledger.NewMemoryStore(store.MemoryOptions{}))
 	for _, tc := range []struct {
 		host string
 		want int
@@ -103,7 +104,7 @@ func TestAdminWithoutTokenServesOnlyLoopbackHosts(t *testing.T) {
 }
 
 func TestAdminBearerSchemeIsCaseInsensitive(t *testing.T) {
-	srv := adminServer(t, "s3cret-token", store.NewMemory(store.MemoryOptions{}))
+	srv := adminServer(t, "s3cret-token", ledger.NewMemoryStore(store.MemoryOptions{}))
 	for _, tc := range []struct {
 		auth string
 		want int
@@ -154,8 +155,8 @@ func TestReadyzDegradedNotUnreadyWithOnErrorForward(t *testing.T) {
 	}{
 		{"forward", downStore{}, 200, "degraded", "unavailable", 1, 0},
 		{"reject", downStore{}, 503, "unavailable", "unavailable", 0, 0},
-		{"forward", store.NewMemory(store.MemoryOptions{}), 200, "ready", "ok", 1, 1},
-		{"reject", store.NewMemory(store.MemoryOptions{}), 200, "ready", "ok", 1, 1},
+		{"forward", ledger.NewMemoryStore(store.MemoryOptions{}), 200, "ready", "ok", 1, 1},
+		{"reject", ledger.NewMemoryStore(store.MemoryOptions{}), 200, "ready", "ok", 1, 1},
 	} {
 		srv, reg := adminServerOnError(t, "s3cret-token", tc.st, tc.onError)
 		code, body := get(t, srv.URL+"/readyz", "", "")

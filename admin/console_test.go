@@ -12,13 +12,14 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/store"
 )
 
 func consoleHandler(tok string) http.Handler {
 	cfg := &config.Config{Routes: []config.Route{{Name: "orders"}}}
 	return admin.Handler(admin.Options{
-		Gatherer: prometheus.NewRegistry(), Store: store.NewMemory(store.MemoryOptions{}),
+		Gatherer: prometheus.NewRegistry(), Store: ledger.NewMemoryStore(store.MemoryOptions{}),
 		Gateway: stubGateway{cfg}, Token: tok,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})

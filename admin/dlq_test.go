@@ -19,6 +19,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/eventually"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
@@ -83,7 +84,7 @@ func newDLQEnvToken(t *testing.T, rate float64, tok string) *dlqEnv {
 	}
 	cfg := &config.Config{Routes: []config.Route{{Name: "orders"}, {Name: "hooks", Delivery: config.DeliveryQueue}}}
 	e.srv = httptest.NewServer(admin.Handler(admin.Options{
-		Gatherer: prometheus.NewRegistry(), Store: store.NewMemory(store.MemoryOptions{}), Gateway: stubGateway{cfg},
+		Gatherer: prometheus.NewRegistry(), Store: ledger.NewMemoryStore(store.MemoryOptions{}), Gateway: stubGateway{cfg},
 		Queue: e.mgr, Token: tok, Logger: log,
 	}))
 	t.Cleanup(func() { e.srv.Close(); e.mgr.Close(time.Second) })
@@ -404,7 +405,7 @@ func TestDLQBadRequestsChangeNothing(t *testing.T) {
 
 // Without a queue (no queue routes), every DLQ endpoint answers 404.
 func TestDLQWithoutQueue(t *testing.T) {
-	srv := adminServer(t, token, store.NewMemory(store.MemoryOptions{}))
+	srv := adminServer(t, token, ledger.NewMemoryStore(store.MemoryOptions{}))
 	for _, p := range []string{"GET /admin/dlq/orders", "POST /admin/dlq/orders/replay", "GET /admin/dlq/orders/replay",
 		"DELETE /admin/dlq/orders/replay", "GET /admin/dlq/orders/0-000000000000000000000000", "POST /admin/dlq/orders/0-000000000000000000000000/replay", "DELETE /admin/dlq/orders/0-000000000000000000000000"} {
 		method, path, _ := strings.Cut(p, " ")
@@ -488,7 +489,7 @@ func (downQueue) CancelReplay(string) (queue.ReplayStatus, bool) { return queue.
 func TestDLQUnavailableAnswers503RetryAfter(t *testing.T) {
 	cfg := &config.Config{Routes: []config.Route{{Name: "hooks", Delivery: config.DeliveryQueue}}}
 	srv := httptest.NewServer(admin.Handler(admin.Options{
-		Gatherer: prometheus.NewRegistry(), Store: store.NewMemory(store.MemoryOptions{}), Gateway: stubGateway{cfg},
+		Gatherer: prometheus.NewRegistry(), Store: ledger.NewMemoryStore(store.MemoryOptions{}), Gateway: stubGateway{cfg},
 		Queue: downQueue{}, Token: token, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}))
 	defer srv.Close()

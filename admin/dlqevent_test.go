@@ -15,6 +15,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
@@ -160,7 +161,7 @@ func dlqEventServer(t *testing.T, q admin.Queue) *httptest.Server {
 	t.Helper()
 	cfg := &config.Config{Routes: []config.Route{{Name: "hooks", Delivery: config.DeliveryQueue}}}
 	srv := httptest.NewServer(admin.Handler(admin.Options{
-		Gatherer: prometheus.NewRegistry(), Store: store.NewMemory(store.MemoryOptions{}), Gateway: stubGateway{cfg},
+		Gatherer: prometheus.NewRegistry(), Store: ledger.NewMemoryStore(store.MemoryOptions{}), Gateway: stubGateway{cfg},
 		Queue: q, Body: proxy.QueuedBody, Token: token, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}))
 	t.Cleanup(srv.Close)

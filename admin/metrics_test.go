@@ -17,6 +17,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
@@ -44,7 +45,7 @@ routes:
 	// As server.Start wires them: the build info, the memory store's size,
 	// and the store timed.
 	m.SetBuildInfo("test")
-	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 1000})
+	mem := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 1000})
 	m.ObserveStoreBytes(mem.Bytes)
 	st := store.NewTimed(mem, func(op string) store.Observer { return m.StoreObserver(op) })
 	// The delivery queue's series exist only for `delivery: queue` routes,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -31,7 +32,7 @@ func reloadServer(t *testing.T, tok string, r admin.Reloader) *httptest.Server {
 	t.Helper()
 	cfg := &config.Config{Routes: []config.Route{{Name: "orders"}}}
 	srv := httptest.NewServer(admin.Handler(admin.Options{
-		Gatherer: prometheus.NewRegistry(), Store: store.NewMemory(store.MemoryOptions{}),
+		Gatherer: prometheus.NewRegistry(), Store: ledger.NewMemoryStore(store.MemoryOptions{}),
 		Gateway: stubGateway{cfg}, Token: tok, Reloader: r,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}))

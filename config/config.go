@@ -127,12 +127,13 @@ type Store struct {
 // Memory store settings (store.backend: memory). Checked only with that
 // backend.
 type Memory struct {
-	// MaxBytes bounds the memory the store's keys and stored answers take;
-	// past it the oldest finished keys are evicted first. With queue
-	// routes (on the memory queue, or on Kafka with this store keeping
-	// their keys), the finished keys the queue remembers with their
-	// answers count against it too (after the store's own: the queue
-	// forgets its oldest first). Default 256MiB; must be positive.
+	// MaxBytes bounds the memory the store's keys and stored answers take
+	// (finished keys, the counters of released ones, live locks and reset
+	// tombstones); past it the least recently used finished or released
+	// keys are evicted first (live locks and tombstones count but stay).
+	// The memory queue, and Kafka with this store, keep their keys in the
+	// same records, so the finished keys of queue routes count against it
+	// alike. Default 256MiB; must be positive.
 	MaxBytes ByteSize `yaml:"max_bytes"`
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
 )
@@ -26,7 +27,7 @@ func newTestGuard(t *testing.T, st store.Store) (*Guard, Labels) {
 // finish; then the window and the store both answer the next copy.
 func TestGuardLifeCycle(t *testing.T) {
 	ctx := context.Background()
-	mem := store.NewMemory(store.MemoryOptions{})
+	mem := ledger.NewMemoryStore(store.MemoryOptions{})
 	g, l := newTestGuard(t, mem)
 	k, adm := g.Open("r:k", "fp", g.Gen(), time.Minute, l)
 	if adm.Verdict != Proceed || k == nil {
@@ -60,7 +61,7 @@ func TestGuardLifeCycle(t *testing.T) {
 // shutdown, a finished one is not.
 func TestGuardReleaseAndReleaseHeld(t *testing.T) {
 	ctx := context.Background()
-	g, l := newTestGuard(t, store.NewMemory(store.MemoryOptions{}))
+	g, l := newTestGuard(t, ledger.NewMemoryStore(store.MemoryOptions{}))
 	k, _ := g.Open("r:a", "fp", g.Gen(), time.Minute, l)
 	k.Claim(ctx)
 	k.Release(ctx, "upstream_status")
@@ -95,7 +96,7 @@ func (d *downFinish) Finish(ctx context.Context, key, token string, out store.Ou
 // Drain stops a finish that cannot land, and reports it.
 func TestGuardDrainGivesUpOnAStoreThatStaysDown(t *testing.T) {
 	ctx := context.Background()
-	st := &downFinish{Store: store.NewMemory(store.MemoryOptions{})}
+	st := &downFinish{Store: ledger.NewMemoryStore(store.MemoryOptions{})}
 	st.down.Store(true)
 	g, l := newTestGuard(t, st)
 	k, _ := g.Open("r:k", "fp", g.Gen(), time.Minute, l)
@@ -114,7 +115,7 @@ func TestGuardDrainGivesUpOnAStoreThatStaysDown(t *testing.T) {
 // was really still pending (issue: -grace shorter than the queue's
 // shutdown logged "finished keys not yet recorded" on an idle instance).
 func TestGuardDrainIdleWithGraceSpentReportsNothingCut(t *testing.T) {
-	g, _ := newTestGuard(t, store.NewMemory(store.MemoryOptions{}))
+	g, _ := newTestGuard(t, ledger.NewMemoryStore(store.MemoryOptions{}))
 	spent, cancel := context.WithCancel(context.Background())
 	cancel()
 	for i := range 100 {

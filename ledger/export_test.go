@@ -41,3 +41,39 @@ func MemoryKeys(m *Memory, route string) int {
 func KeyHash(l *Redis, route, key string) string { return l.keyHash(route, key) }
 func AgeSet(l *Redis, route string) string       { return l.ageSet(route) }
 func DeadIndex(l *Redis, route string) string    { return l.deadIndex(route) }
+
+// MemoryRecount is s's estimated size computed afresh from what its
+// Memory holds, for checking Bytes.
+func MemoryRecount(s *MemoryStore) int64 {
+	m := s.Ledger()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for _, r := range m.routes {
+		for name, k := range r.keys {
+			if k.acct != 0 {
+				n += memKeySize(name, k)
+			}
+		}
+	}
+	return n
+}
+
+// MemoryTombstones counts the reset tombstones s's Memory holds.
+func MemoryTombstones(s *MemoryStore) int {
+	m := s.Ledger()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, r := range m.routes {
+		for _, k := range r.keys {
+			if k.st == ledgerReset {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// MemKeyOverhead is the fixed estimated size of one key record.
+const MemKeyOverhead = memKeyOverhead

@@ -21,19 +21,26 @@ import (
 //
 // Set the budget fields before the first call.
 type Memory struct {
-	// MaxBytes bounds the estimated size of the finished and purged keys
-	// every route remembers for their retention, with their stored
-	// answers: when a finish or a purge would take them over it, the
-	// oldest are forgotten first (a provider's retry of one is then
-	// queued and delivered again); the key just finished or purged is
-	// kept. 0: no bound. Queued and dead-lettered keys are bounded by the
-	// routes' max_depth and DLQ bounds instead.
+	// MaxBytes bounds the estimated size (Bytes) of what the keys leave
+	// behind: the finished and purged keys every route remembers for their
+	// retention with their stored answers, the counters of released sync
+	// locks (and of locks whose lease ran out), live sync locks and reset
+	// tombstones. When a finish, a purge, a release or a claim would take
+	// them over it, the least recently used finished, purged and released
+	// keys are forgotten first (a provider's retry of one is then
+	// delivered again); the key just written is kept, and live locks and
+	// tombstones count but are never forgotten for it. 0: no bound.
+	// Queued and dead-lettered keys are bounded by the routes' max_depth
+	// and DLQ bounds instead.
 	MaxBytes int64
+	// MaxKeys bounds, as MaxBytes does, how many finished, purged and
+	// released keys are kept. 0: no bound.
+	MaxKeys int
 	// Others, if set, reports the bytes others already take of the same
-	// budget (the memory store's keys): the finished keys are kept within
-	// MaxBytes minus those.
+	// budget: the keys are kept within MaxBytes minus those.
 	Others func() int64
-	// OnEvict, if set, is called for each key forgotten for MaxBytes.
+	// OnEvict, if set, is called for each key forgotten for MaxBytes or
+	// MaxKeys (not for expiry or a reset).
 	OnEvict func()
 
 	now func() time.Time
@@ -41,11 +48,17 @@ type Memory struct {
 	mu     sync.Mutex
 	routes map[string]*memLedgerRoute
 	swept  time.Time
-	// done is the estimated size of the finished and purged keys; order
-	// lists them oldest first (a key forgotten or moved on since is
-	// skipped).
+	// done is the estimated size of the keys counted (Bytes); idle is
+	// how many of them may be forgotten for the budget. order lists
+	// those least recently used first and locks the live locks oldest
+	// claim first (an entry whose key was forgotten or moved on since is
+	// skipped); ords numbers their entries.
 	done  int64
+	idle  int
+	nlock int
 	order []memDone
+	locks []memDone
+	ords  uint64
 
 	// sync is the sync routes' options (SetSync); tokPrefix and seq
 	// mint their lock tokens.
@@ -54,16 +67,25 @@ type Memory struct {
 	seq       uint64
 }
 
-// memDone is a finished or purged key in the order of finishing.
+// memDone is a counted key in order or locks: live while its key's ord
+// is seq.
 type memDone struct {
-	r    *memLedgerRoute
-	name string
-	k    *memLedgerKey
+	k   *memLedgerKey
+	seq uint64
 }
 
-// memKeyOverhead is the estimated fixed size of one finished key's
-// record (map entry, struct, strings' headers).
-const memKeyOverhead = 256
+// live reports whether d is still its key's entry.
+func (d memDone) live() bool {
+	return d.k.ord == d.seq && d.k.r.keys[d.k.name] == d.k
+}
+
+// memKeyOverhead is the estimated fixed size of one key's record beyond
+// the lengths of its name, event id, fingerprint and stored answer: the
+// struct (320 bytes with allocator rounding), its map slot, its entry in
+// the budget's order and the rounding of its strings' and answer's
+// allocations. TestMemoryBytesPerKey checks the estimate against the
+// measured heap.
+const memKeyOverhead = 480
 
 var _ Ledger = (*Memory)(nil)
 
@@ -98,21 +120,46 @@ type memLedgerKey struct {
 	n, qa, qt   int64
 	first, last int64 // ms
 	pos, owner  string
-	rec         []byte // encoded outcome (done)
-	dlq, reason string
-	status      int
-	err         string
-	died        int64     // ms
-	expires     time.Time // zero: never
-	size        int64     // counted in Memory.done (finished or purged)
-	// name is the key's name; ov its order value ("" unordered), os its
-	// sequence in it (0: none yet), sv its stale value when hasSV.
-	name  string
-	ppos  string // where its entry or record was parked
+	rec         []byte          // encoded outcome (done)
+	dead        *memDead        // dead-lettered: where and why; nil otherwise
+	expires     time.Time       // zero: never
+	size        int64           // counted in Memory.done (see account)
+	ord         uint64          // its entry in Memory.order or locks; 0: none
+	r           *memLedgerRoute // its route, once counted
+	acct        uint8           // how it is counted (acctIdle...); 0: not
+	// name is the key's name; ko its place in its order value's line
+	// (nil: unordered).
+	name string
+	ko   *memKeyOrder
+}
+
+// memKeyOrder is an ordered key's order value ov, its sequence os in it
+// (0: none yet), its stale value sv when hasSV, and where its entry or
+// record was parked (ppos), kept apart so that unordered keys do not
+// carry its fields.
+type memKeyOrder struct {
+	ppos  string
 	ov    string
 	os    int64
 	sv    float64
 	hasSV bool
+}
+
+// memDead is a dead-lettered key's DLQ position and what killed it, kept
+// apart so that the other keys do not carry its fields.
+type memDead struct {
+	dlq, reason string
+	status      int
+	err         string
+	died        int64 // ms
+}
+
+// deadInfo is k's dead-letter fields, zero when it has none.
+func (k *memLedgerKey) deadInfo() memDead {
+	if k.dead == nil {
+		return memDead{}
+	}
+	return *k.dead
 }
 
 // Key record states, as stored.
@@ -213,56 +260,197 @@ func (r *memLedgerRoute) forget(name string, k *memLedgerKey) {
 	r.m.uncount(k)
 }
 
+// How a key is counted against the budget (account).
+const (
+	// acctIdle: finished, purged or released; forgotten for the budget,
+	// least recently used first.
+	acctIdle uint8 = 1 + iota
+	// acctLock: a live sync lock; counted, never forgotten for the
+	// budget, turned idle once its lease is over (expireLocks).
+	acctLock
+	// acctHeld: a reset tombstone; counted, never forgotten for the
+	// budget.
+	acctHeld
+)
+
 // uncount takes k, forgotten or moved on, out of the budget.
 func (m *Memory) uncount(k *memLedgerKey) {
 	m.done -= k.size
-	k.size = 0
+	switch k.acct {
+	case acctIdle:
+		m.idle--
+	case acctLock:
+		m.nlock--
+	}
+	k.size, k.ord, k.acct = 0, 0, 0
 }
 
-// remember counts k, just finished or purged, against MaxBytes,
-// forgetting the oldest finished keys to keep within it (never k itself).
+// bounded reports whether a budget is set.
+func (m *Memory) bounded() bool { return m.MaxBytes > 0 || m.MaxKeys > 0 }
+
+// remember counts k, just finished, purged or released, as idle (the
+// most recently used), forgetting the least recently used idle keys to
+// keep within the budget (never k itself).
 func (m *Memory) remember(r *memLedgerRoute, name string, k *memLedgerKey) {
+	m.account(r, name, k, acctIdle)
+}
+
+// account counts k, route r's key name, as how says (acctIdle...) and
+// keeps the budget.
+func (m *Memory) account(r *memLedgerRoute, name string, k *memLedgerKey, how uint8) {
 	m.uncount(k)
-	k.size = int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec) + len(k.reason) + len(k.err) + len(k.dlq))
+	k.size = memKeySize(name, k)
 	m.done += k.size
-	if m.MaxBytes <= 0 {
+	k.acct = how
+	switch how {
+	case acctIdle:
+		m.idle++
+	case acctLock:
+		m.nlock++
+	}
+	if !m.bounded() {
 		return
 	}
-	m.order = append(m.order, memDone{r, name, k})
+	m.ords++
+	k.ord, k.r, k.name = m.ords, r, name
+	switch how {
+	case acctIdle:
+		m.order = append(m.order, memDone{k, k.ord})
+	case acctLock:
+		m.locks = append(m.locks, memDone{k, k.ord})
+	}
+	m.shrink(k)
+}
+
+// memKeySize is the estimated size of key name's record k.
+func memKeySize(name string, k *memLedgerKey) int64 {
+	d := k.deadInfo()
+	return int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec) + len(d.reason) + len(d.err) + len(d.dlq))
+}
+
+// touch makes idle k the most recently used.
+func (m *Memory) touch(r *memLedgerRoute, name string, k *memLedgerKey) {
+	if k.acct != acctIdle || !m.bounded() {
+		return
+	}
+	m.ords++
+	k.ord, k.r, k.name = m.ords, r, name
+	m.order = append(m.order, memDone{k, k.ord})
+	m.compact()
+}
+
+// over reports whether the budget is exceeded, others' bytes included.
+func (m *Memory) over(others int64) bool {
+	return m.MaxBytes > 0 && m.done+others > m.MaxBytes || m.MaxKeys > 0 && m.idle > m.MaxKeys
+}
+
+// shrink forgets the least recently used idle keys, never keep, while
+// the budget is exceeded.
+func (m *Memory) shrink(keep *memLedgerKey) {
 	var others int64
 	if m.Others != nil {
 		others = m.Others()
 	}
-	for m.done+others > m.MaxBytes && len(m.order) > 1 {
+	for m.over(others) && len(m.order) > 0 {
 		d := m.order[0]
 		m.order[0] = memDone{}
 		m.order = m.order[1:]
-		if d.k == k {
-			m.order = append(m.order, d)
+		if !d.live() {
 			continue
 		}
-		if d.r.keys[d.name] == d.k && d.k.size > 0 {
-			d.r.forget(d.name, d.k)
-			if m.OnEvict != nil {
-				m.OnEvict()
+		if d.k == keep {
+			m.order = append(m.order, d)
+			if m.idle <= 1 {
+				break
 			}
+			continue
+		}
+		d.k.r.forget(d.k.name, d.k)
+		if m.OnEvict != nil {
+			m.OnEvict()
 		}
 	}
-	if len(m.order) > 64 && cap(m.order) > 4*len(m.order) {
-		m.order = append([]memDone(nil), m.order...)
+	m.compact()
+}
+
+// compact drops the entries of order and locks no longer live once they
+// outnumber the live ones, and gives back a backing array mostly unused.
+func (m *Memory) compact() {
+	if len(m.order) > 2*m.idle+64 {
+		m.order = liveOnly(m.order)
+	}
+	if len(m.locks) > 2*m.nlock+64 {
+		m.locks = liveOnly(m.locks)
 	}
 }
 
-// Bytes is the estimated size of the finished and purged keys kept.
+func liveOnly(ds []memDone) []memDone {
+	live := ds[:0]
+	for _, d := range ds {
+		if d.live() {
+			live = append(live, d)
+		}
+	}
+	clear(ds[len(live):])
+	if cap(live) > 64 && cap(live) > 4*len(live) {
+		live = append([]memDone(nil), live...)
+	}
+	return live
+}
+
+// expireLocksBatch bounds the locks expireLocks turns idle per call.
+const expireLocksBatch = 16
+
+// expireLocks turns a few sync locks whose lease is over, oldest claim
+// first, into idle keys (their counters live on), so that the budget
+// bounds them.
+func (m *Memory) expireLocks(now time.Time) {
+	ms := ledgerMs(now)
+	for n := 0; len(m.locks) > 0 && n < expireLocksBatch; {
+		d := m.locks[0]
+		if d.live() {
+			if d.k.lease > ms {
+				break
+			}
+			m.account(d.k.r, d.k.name, d.k, acctIdle)
+			n++
+		}
+		m.locks[0] = memDone{}
+		m.locks = m.locks[1:]
+	}
+}
+
+// Bytes is the estimated size of the keys counted against MaxBytes:
+// finished, purged and released keys, live sync locks and reset
+// tombstones, expired ones not yet forgotten included.
 func (m *Memory) Bytes() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.done
 }
 
-// sweep forgets every key whose time is up, at most once a minute, and
-// drops the forgotten keys from the budget's order.
+// Len is how many keys m holds (reset tombstones left out), expired
+// ones not yet forgotten included.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, r := range m.routes {
+		n += len(r.keys)
+		for _, k := range r.keys {
+			if k.st == ledgerReset {
+				n--
+			}
+		}
+	}
+	return n
+}
+
+// sweep turns a few sync locks whose lease is over idle and, at most
+// once a minute, forgets every key whose time is up and drops the
+// forgotten keys from the budget's lists.
 func (m *Memory) sweep(now time.Time) {
+	m.expireLocks(now)
 	if now.Sub(m.swept) < ledgerSweepEvery {
 		return
 	}
@@ -273,14 +461,8 @@ func (m *Memory) sweep(now time.Time) {
 		}
 		r.ord.sweep(now)
 	}
-	live := m.order[:0]
-	for _, d := range m.order {
-		if d.r.keys[d.name] == d.k && d.k.size > 0 {
-			live = append(live, d)
-		}
-	}
-	clear(m.order[len(live):])
-	m.order = live
+	m.order = liveOnly(m.order)
+	m.locks = liveOnly(m.locks)
 }
 
 // Reserve implements Ledger.
@@ -320,6 +502,7 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 		if err != nil {
 			return Reserved{}, fmt.Errorf("ledger: memory reserve %q: %w: %v", res.Key, ErrCorrupt, err)
 		}
+		m.touch(r, res.Key, k)
 		return Reserved{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: k.n}, nil
 	}
 	return Reserved{State: Pending, ID: k.eid, Fingerprint: k.fp, Dead: k.st == ledgerDead, Copies: k.n}, nil
@@ -407,7 +590,7 @@ func (m *Memory) Begin(_ context.Context, route, key, eid, tok, pos, owner strin
 func (m *Memory) revive(r *memLedgerRoute, k *memLedgerKey) {
 	k.st, k.qa = ledgerQueued, 0
 	k.pos, k.owner = "", ""
-	k.dlq, k.reason, k.status, k.err, k.died = "", "", 0, "", 0
+	k.dead = nil
 	k.expires = time.Time{}
 	m.uncount(k) // a purged key read again
 	r.age[k.eid] = k.first
@@ -472,7 +655,7 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		k.tok, k.ptok = s.NewToken, ""
 	default:
 		k.st, k.tok, k.ptok = ledgerDead, "", ""
-		k.dlq, k.reason, k.status, k.err, k.died = s.DLQPos, s.Reason, s.Status, s.Error, ledgerMs(s.At)
+		k.dead = &memDead{dlq: s.DLQPos, reason: s.Reason, status: s.Status, err: s.Error, died: ledgerMs(s.At)}
 		delete(r.age, eid)
 		r.dead[eid] = key
 		if !s.OrderHold {
@@ -506,7 +689,7 @@ func (m *Memory) Dead(_ context.Context, route, eid, next string) (string, strin
 	if next != "" {
 		k.ptok = next
 	}
-	return key, k.dlq, nil
+	return key, k.deadInfo().dlq, nil
 }
 
 // DeadEntry implements Ledger.
@@ -519,7 +702,7 @@ func (m *Memory) DeadEntry(_ context.Context, route, eid string) (DeadEntry, str
 		return DeadEntry{}, "", ErrNotFound
 	}
 	_, k := m.deadKey(r, eid)
-	return d, k.dlq, nil
+	return d, k.deadInfo().dlq, nil
 }
 
 // Replay implements Ledger.
@@ -528,7 +711,7 @@ func (m *Memory) Replay(_ context.Context, route, eid, dlqPos, tok string) error
 	defer m.mu.Unlock()
 	r := m.route(route)
 	_, k := m.deadKey(r, eid)
-	if k == nil || k.dlq != dlqPos {
+	if k == nil || k.deadInfo().dlq != dlqPos {
 		return ErrNotFound
 	}
 	m.revive(r, k)
@@ -611,8 +794,9 @@ func (m *Memory) deadEntry(r *memLedgerRoute, eid string) (DeadEntry, bool) {
 	if k == nil {
 		return DeadEntry{}, false
 	}
-	return DeadEntry{ID: eid, Key: key, Reason: k.reason, Status: k.status, Attempts: k.qt,
-		Error: k.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(k.died)}, true
+	dd := k.deadInfo()
+	return DeadEntry{ID: eid, Key: key, Reason: dd.reason, Status: dd.status, Attempts: k.qt,
+		Error: dd.err, FirstSeen: ledgerTime(k.first), DiedAt: ledgerTime(dd.died)}, true
 }
 
 // Get implements Ledger.
@@ -648,6 +832,9 @@ func (m *Memory) get(r *memLedgerRoute, key string) (KeyState, error) {
 			return ks, fmt.Errorf("ledger: memory get %q: %w: %v", key, ErrCorrupt, err)
 		}
 		ks.Status, ks.Outcome = out.Status, out
+		if out.Fingerprint != "" {
+			ks.Fingerprint = out.Fingerprint
+		}
 	}
 	return ks, nil
 }

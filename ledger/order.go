@@ -89,12 +89,16 @@ type HandBack struct {
 
 // orderOf records the reservation's order and stale values on k.
 func (k *memLedgerKey) orderOf(res Reservation) {
-	k.name, k.ov = res.Key, res.Order
-	if res.Order == "" || res.Stale == "" {
+	k.name = res.Key
+	if res.Order == "" {
+		return
+	}
+	k.ko = &memKeyOrder{ov: res.Order}
+	if res.Stale == "" {
 		return
 	}
 	if v, err := strconv.ParseFloat(res.Stale, 64); err == nil && !math.IsNaN(v) {
-		k.sv, k.hasSV = v, true
+		k.ko.sv, k.ko.hasSV = v, true
 	}
 }
 
@@ -114,17 +118,18 @@ func (o *memOrders) value(v string) *memOrder {
 // value's line: a new sequence unless it is there already (a replay of a
 // key dead-lettered with hold keeps its place).
 func (r *memLedgerRoute) orderAssign(k *memLedgerKey) {
-	if k.ov == "" {
+	ko := k.ko
+	if ko == nil {
 		return
 	}
-	mo := r.ord.value(k.ov)
+	mo := r.ord.value(ko.ov)
 	mo.expires = time.Time{}
 	if _, ok := mo.live[k.name]; ok {
 		return
 	}
 	mo.seq++
-	k.os = mo.seq
-	mo.live[k.name] = k.os
+	ko.os = mo.seq
+	mo.live[k.name] = ko.os
 }
 
 // head is the key of the value's least sequence ("" when the line is
@@ -143,10 +148,11 @@ func (mo *memOrder) head() string {
 // orderGate decides a begin of k: pass (unordered, or the head), park (k
 // joins the wait set) or stale.
 func (r *memLedgerRoute) orderGate(k *memLedgerKey, pos string) int {
-	if k.ov == "" {
+	ko := k.ko
+	if ko == nil {
 		return gatePass
 	}
-	mo := r.ord.vals[k.ov]
+	mo := r.ord.vals[ko.ov]
 	if mo == nil {
 		return gatePass
 	}
@@ -156,14 +162,14 @@ func (r *memLedgerRoute) orderGate(k *memLedgerKey, pos string) int {
 	}
 	if mo.head() != k.name {
 		if _, ok := mo.parked[k.name]; !ok {
-			mo.parked[k.name] = k.os
+			mo.parked[k.name] = ko.os
 			r.ord.waiting++
 		}
-		k.ppos = pos
+		ko.ppos = pos
 		return gatePark
 	}
 	delete(r.ord.due, k.name)
-	if k.hasSV && mo.hasLast && k.sv < mo.last {
+	if ko.hasSV && mo.hasLast && ko.sv < mo.last {
 		return gateStale
 	}
 	return gatePass
@@ -174,10 +180,11 @@ func (r *memLedgerRoute) orderGate(k *memLedgerKey, pos string) int {
 // parked. keep is how long a value whose line is now empty is kept for its
 // stale value (zero: as long as it was).
 func (r *memLedgerRoute) orderDone(k *memLedgerKey, delivered bool, keep time.Time) {
-	if k.ov == "" {
+	ko := k.ko
+	if ko == nil {
 		return
 	}
-	mo := r.ord.vals[k.ov]
+	mo := r.ord.vals[ko.ov]
 	if mo == nil {
 		return
 	}
@@ -187,13 +194,13 @@ func (r *memLedgerRoute) orderDone(k *memLedgerKey, delivered bool, keep time.Ti
 		delete(mo.parked, k.name)
 		r.ord.waiting--
 	}
-	if delivered && k.hasSV && (!mo.hasLast || k.sv > mo.last) {
-		mo.last, mo.hasLast = k.sv, true
+	if delivered && ko.hasSV && (!mo.hasLast || ko.sv > mo.last) {
+		mo.last, mo.hasLast = ko.sv, true
 	}
 	h := mo.head()
 	if h == "" {
 		if !mo.hasLast {
-			delete(r.ord.vals, k.ov)
+			delete(r.ord.vals, ko.ov)
 		} else if !keep.IsZero() {
 			mo.expires = keep
 		}
@@ -208,8 +215,8 @@ func (r *memLedgerRoute) orderDone(k *memLedgerKey, delivered bool, keep time.Ti
 		r.ord.due = map[string]memDue{}
 	}
 	pos := ""
-	if hk := r.keys[h]; hk != nil {
-		pos = hk.ppos
+	if hk := r.keys[h]; hk != nil && hk.ko != nil {
+		pos = hk.ko.ppos
 	}
 	r.ord.due[h] = memDue{pos: pos}
 }

@@ -200,9 +200,11 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 	m.sweep(now)
 	r := m.route(route)
 	k := r.key(key, now)
+	name := key
 	if k == nil {
 		k = &memLedgerKey{}
-		r.keys[strings.Clone(key)] = k
+		name = strings.Clone(key)
+		r.keys[name] = k
 	}
 	k.n++
 	if k.n == 1 {
@@ -216,6 +218,7 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("ledger: memory claim %q: %w: %v", key, errBothCorrupt, err)
 		}
+		m.touch(r, name, k)
 		return store.Claim{State: store.Finished, Attempts: k.n, Outcome: out}, nil
 	case k.st == ledgerLocked && !k.free(ms):
 		left := time.Duration(k.lease-ms) * time.Millisecond
@@ -224,9 +227,6 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 	case !k.free(ms):
 		return queuedClaim(k.st, k.n, k.eid, k.fp), nil
 	}
-	if k.size > 0 {
-		m.uncount(k)
-	}
 	k.st, k.tok, k.fp = ledgerLocked, m.syncToken(), strings.Clone(fp)
 	k.lease = ms + ledgerTTL(lease)
 	k.qt++
@@ -234,6 +234,7 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 		k.expires = now.Add(keep)
 	}
 	k.expireNoSooner(now.Add(keep))
+	m.account(r, name, k, acctLock)
 	return store.Claim{State: store.Claimed, Token: k.tok, Attempts: k.n}, nil
 }
 
@@ -259,6 +260,7 @@ func (m *Memory) Finish(_ context.Context, route, key, tok string, out store.Out
 	defer m.mu.Unlock()
 	now := m.now()
 	ms := ledgerMs(now)
+	m.sweep(now)
 	r := m.route(route)
 	k := r.key(key, now)
 	switch {
@@ -276,6 +278,10 @@ func (m *Memory) Finish(_ context.Context, route, key, tok string, out store.Out
 		return store.ErrNotOwner
 	}
 	k.st, k.tok, k.lease, k.rec = ledgerDone, "", 0, rec
+	if out.Fingerprint != "" {
+		// Kept in the outcome: a finished key answers with that one.
+		k.fp = ""
+	}
 	k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
 	m.remember(r, key, k)
 	return nil
@@ -286,6 +292,7 @@ func (m *Memory) Release(_ context.Context, route, key, tok string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
+	m.sweep(now)
 	r := m.route(route)
 	k := r.key(key, now)
 	if k == nil || k.st != ledgerLocked || k.tok != tok || k.free(ledgerMs(now)) {
@@ -296,6 +303,7 @@ func (m *Memory) Release(_ context.Context, route, key, tok string) error {
 		return nil
 	}
 	k.st, k.tok, k.lease = "", "", 0
+	m.remember(r, key, k)
 	return nil
 }
 
@@ -318,7 +326,10 @@ func (m *Memory) Reset(_ context.Context, route, key string) (KeyState, error) {
 		r.forget(key, k)
 	}
 	if hold > 0 {
-		r.keys[strings.Clone(key)] = &memLedgerKey{st: ledgerReset, rst: ledgerMs(now.Add(hold)), expires: now.Add(hold)}
+		name := strings.Clone(key)
+		k := &memLedgerKey{st: ledgerReset, rst: ledgerMs(now.Add(hold)), expires: now.Add(hold)}
+		r.keys[name] = k
+		m.account(r, name, k, acctHeld)
 	}
 	return ks, err
 }

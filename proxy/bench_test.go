@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/logging"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
@@ -65,7 +66,7 @@ func benchGatewayTraced(b *testing.B, extra string, tracer trace.Tracer) (*proxy
 		b.Fatal(err)
 	}
 	gw := proxy.New(cfg, proxy.Options{
-		Store:   store.NewMemory(store.MemoryOptions{MaxKeys: 1 << 20}),
+		Store:   ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 1 << 20}),
 		Metrics: metrics.New(prometheus.NewRegistry()),
 		// The handler serve uses: slog.JSONHandler would add an allocation
 		// per float attribute (it marshals floats with encoding/json).

@@ -69,7 +69,9 @@ type Options struct {
 	// mode's records: the claim answers a key the queue holds, the
 	// enqueue one a sync copy holds. Only records of the earlier schema
 	// remain apart: read with the store's Peek (schema 1's sync records)
-	// on a queue route that ran as a sync route.
+	// on a queue route that ran as a sync route. The memory store and
+	// the memory or Kafka queue share one ledger.Memory too; that store
+	// keeps no earlier schema and reads nothing (it is no store.Peeker).
 	SharedKeys bool
 	// Breaker holds the sync routes' circuit breakers (control.Gate). Nil:
 	// a route's breaker setting is ignored.
@@ -78,6 +80,15 @@ type Options struct {
 	// in the other one recently (control.Gate over the store). Nil: this
 	// process's memory only.
 	Modes ModeHistory
+}
+
+// peeks reports whether s, or the store it times, is a store.Peeker.
+func peeks(s store.Store) bool {
+	if t, ok := s.(*store.Timed); ok {
+		s = t.Unwrap()
+	}
+	_, ok := s.(store.Peeker)
+	return ok
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's zero value.
@@ -97,8 +108,10 @@ type Gateway struct {
 	store   store.Store
 	// readsSync: see Options.QueueReadsSyncRecords.
 	readsSync bool
-	// sharedKeys: see Options.SharedKeys.
+	// sharedKeys: see Options.SharedKeys. peeks: the store (under its
+	// timing) can read a record without claiming it (store.Peeker).
 	sharedKeys bool
+	peeks      bool
 	// modes: see Options.Modes. A route that ran in the other mode
 	// recently has the copies its own records do not know looked up in
 	// the other mode's records (syncRecord, queueRecord).
@@ -123,6 +136,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 		store:        o.Store,
 		readsSync:    o.QueueReadsSyncRecords,
 		sharedKeys:   o.SharedKeys,
+		peeks:        peeks(o.Store),
 		modes:        o.Modes,
 		writeTimeout: o.WriteTimeout,
 	}

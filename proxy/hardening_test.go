@@ -16,6 +16,7 @@ import (
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/internal/eventually"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/store"
 )
@@ -361,7 +362,7 @@ func TestFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
 }
 
 func testFinishIsRecordedAfterAStoreOutageLongerThanItsRetries(t *testing.T) {
-	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
+	mem := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 100})
 	st := &finishOutage{Store: mem}
 	st.down.Store(true)
 	h := newHarness(t, nil, withStore(st))
@@ -391,7 +392,7 @@ func TestFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
 }
 
 func testFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
-	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
+	mem := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 100})
 	st := &finishOutage{Store: mem}
 	st.down.Store(true)
 	h := newHarness(t, nil, withStore(st))
@@ -399,7 +400,7 @@ func testFinishIsRecordedWhenTheStoreLostTheLock(t *testing.T) {
 		t.Fatalf("status %d", r.status)
 	}
 	// The store restarts empty: the lock is gone.
-	fresh := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
+	fresh := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 100})
 	st.Store = fresh
 	st.down.Store(false)
 	var ks store.KeyState
@@ -420,7 +421,7 @@ func TestResetDuringADeliveryIsNotUndone(t *testing.T) {
 func testResetDuringADeliveryIsNotUndone(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int64
-	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
+	mem := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 100})
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
 			<-release
@@ -534,7 +535,7 @@ func TestCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
 }
 
 func testCallerHangingUpWhileTheStoreWaitsIs499(t *testing.T) {
-	st := stallingStore{Store: store.NewMemory(store.MemoryOptions{MaxKeys: 100}), claimed: make(chan struct{}, 1)}
+	st := stallingStore{Store: ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 100}), claimed: make(chan struct{}, 1)}
 	h := newHarness(t, nil, withStore(st))
 	c, err := net.Dial("tcp", h.srv.Addr)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/doortest"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/proxy"
 	"github.com/clawgate/clawgate/queue"
@@ -157,7 +158,7 @@ func newHarness(t *testing.T, upstream http.HandlerFunc, opts ...harnessOpt) *ha
 	}
 	st := hc.store
 	if st == nil {
-		st = store.NewMemory(store.MemoryOptions{MaxKeys: 10000})
+		st = ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 10000})
 	}
 	m := metrics.New(h.reg)
 	log := slog.New(slog.NewJSONHandler(h.logs, nil))

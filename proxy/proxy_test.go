@@ -16,6 +16,7 @@ import (
 	"github.com/clawgate/clawgate/alert"
 	"github.com/clawgate/clawgate/internal/doortest"
 	"github.com/clawgate/clawgate/internal/eventually"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -621,7 +622,7 @@ func TestFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
 }
 
 func testFinishIsRetriedWhenTheStoreHiccups(t *testing.T) {
-	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
+	mem := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 100})
 	flaky := &flakyFinishStore{Store: mem}
 	flaky.fails.Store(2)
 	h := newHarness(t, nil, withStore(flaky))
@@ -643,7 +644,7 @@ func TestReleaseHeldFreesLocksOfCutDeliveries(t *testing.T) {
 
 func testReleaseHeldFreesLocksOfCutDeliveries(t *testing.T) {
 	hold := make(chan struct{})
-	mem := store.NewMemory(store.MemoryOptions{MaxKeys: 100})
+	mem := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 100})
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request) { <-hold }, withStore(mem))
 	answered := make(chan int)
 	go func() {

@@ -56,13 +56,18 @@ func (g *Gateway) queued(d *delivery) error {
 		return g.duplicate(d, adm)
 	}
 	switch {
-	case g.readsSync || !g.otherMode(d):
+	case g.readsSync:
 	case g.sharedKeys:
 		// One record for both modes: only a record of the earlier schema
-		// is looked at.
-		if done, err := g.syncRecord(d); done {
-			return err
+		// (Redis' schema-1 sync records, read with the store's Peek) is
+		// looked at, on a route that ran as a sync route. The memory
+		// store keeps none: nothing is looked at.
+		if g.peeks && g.otherMode(d) {
+			if done, err := g.syncRecord(d); done {
+				return err
+			}
 		}
+	case !g.otherMode(d):
 	default:
 		if shadow {
 			if done, err := g.syncRecord(d); done {

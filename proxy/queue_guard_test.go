@@ -145,7 +145,7 @@ func TestQueueRouteGuardFailsClosedWhenTheStoreIsDown(t *testing.T) {
 }
 
 func testQueueRouteGuardFailsClosedWhenTheStoreIsDown(t *testing.T) {
-	h := newHarness(t, nil, withQueue(queue.NewMemory()), withStore(downStore{store.NewMemory(store.MemoryOptions{MaxKeys: 100})}),
+	h := newHarness(t, nil, withQueue(queue.NewMemory()), withStore(downStore{ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 100})}),
 		withRouteYAML(guardedQueueRoute))
 	if r := h.post(t, "/webhook/order", "evt_a", event); r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
 		t.Fatalf("store down: %d %v %s", r.status, r.header, r.body)

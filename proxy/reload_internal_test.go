@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/store"
 	"github.com/clawgate/clawgate/verify"
@@ -46,7 +47,7 @@ routes:
 // Close stops the current ones (no JWKS refresher outlives its route).
 func TestReloadStartsNewVerifiersAndClosesOldOnes(t *testing.T) {
 	first, v1 := lifeConfig(t)
-	g := New(first, Options{Store: store.NewMemory(store.MemoryOptions{}), Metrics: metrics.New(prometheus.NewRegistry()),
+	g := New(first, Options{Store: ledger.NewMemoryStore(store.MemoryOptions{}), Metrics: metrics.New(prometheus.NewRegistry()),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if v1.started != 1 || v1.closed != 0 {
 		t.Fatalf("after New: started %d closed %d", v1.started, v1.closed)

@@ -82,7 +82,7 @@ func scaleGateway(b *testing.B, head, before, verifyYAML string, signKey []byte,
 		b.Fatal(err)
 	}
 	if st == nil {
-		st = store.NewMemory(store.MemoryOptions{MaxKeys: 1 << 20})
+		st = ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: 1 << 20})
 	}
 	gw := proxy.New(cfg, proxy.Options{
 		Store:   st,
@@ -324,7 +324,7 @@ func probeFingerprint(b *testing.B, gw *proxy.Gateway, signer verify.Signer, st 
 // answers included).
 func BenchmarkScaleKeysHeld(b *testing.B) {
 	for _, n := range scaleHeld() {
-		st := store.NewMemory(store.MemoryOptions{MaxKeys: n + 1<<20, MaxBytes: math.MaxInt64})
+		st := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: n + 1<<20, MaxBytes: math.MaxInt64})
 		gw, signer := scaleGateway(b, "dedupe: { cache_size: 1 }\n", "", scaleHMAC, nil, st)
 		body := scaleBody(1 << 10)
 		fp := probeFingerprint(b, gw, signer, st, body)

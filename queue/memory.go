@@ -40,6 +40,14 @@ func NewMemory() *Memory {
 	return m
 }
 
+// NewMemoryOn returns an empty in-process queue keeping its keys in keys,
+// the ledger the memory store's sync path keeps them in too
+// (ledger.MemoryStore.Ledger): a key has one record whatever its route's
+// mode. keys' clock is the ledger's own.
+func NewMemoryOn(keys *ledger.Memory) *Memory {
+	return &Memory{routes: map[string]*memRoute{}, keys: keys}
+}
+
 // Keys is the ledger the queue keeps its keys in; set its budget
 // (ledger.Memory's MaxBytes, Others, OnEvict) before the first call.
 func (m *Memory) Keys() *ledger.Memory { return m.keys }

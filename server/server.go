@@ -211,10 +211,15 @@ func Start(cfg *config.Config, o Options) (_ *Server, err error) {
 	if r, ok := qb.(interface{ ChecksSyncRecords() bool }); ok {
 		readsSync = r.ChecksSyncRecords()
 	}
-	// With Redis and a Redis Streams or Kafka queue, a key has one record
-	// whatever the route's mode.
+	// With Redis and a Redis Streams or Kafka queue, and with the memory
+	// store and the memory or Kafka queue (openQueue gives them the
+	// store's ledger), a key has one record whatever the route's mode.
 	_, ledgerKeys := keys.(*ledger.RedisStore)
 	_, memQueue := qb.(*queue.Memory)
+	if ms, ok := keys.(*ledger.MemoryStore); ok {
+		mq, isMem := qb.(*queue.Memory)
+		ledgerKeys, memQueue = !isMem || mq.Keys() == ms.Ledger(), false
+	}
 	gw := proxy.New(cfg, proxy.Options{Store: st, Metrics: m, Logger: log, AccessLog: access.logger(), Alerter: al, Tracer: tp.Tracer(), Queue: qm,
 		QueueReadsSyncRecords: readsSync, SharedKeys: ledgerKeys && !memQueue, Breaker: ctl, Modes: ctl})
 	opened.push(func() { qm.Close(0) })
@@ -586,14 +591,20 @@ func openQueue(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slo
 		if queued > 0 {
 			log.Warn("memory queue: queued events are kept in this process only and lost when it stops; use store.backend: redis to keep them", "queue_routes", queued)
 		}
+		if ms, ok := st.(*ledger.MemoryStore); ok {
+			// One record per key: the queue keeps its keys in the memory
+			// store's ledger, under the store's budget.
+			return queue.NewMemoryOn(ms.Ledger()), nil
+		}
 		mq := queue.NewMemory()
 		budget(mq.Keys(), cfg, st, m)
 		return mq, nil
 	}
 }
 
-// budget counts the finished keys a memory ledger remembers against the
-// memory store's budget, after the store's own keys.
+// budget counts the finished keys a memory ledger of its own remembers
+// against the memory store's budget, after the store's own keys (a store
+// that is not the ledger's MemoryStore, as in tests).
 func budget(keys *ledger.Memory, cfg *config.Config, st storeBackend, m *metrics.Metrics) {
 	keys.MaxBytes = int64(cfg.Store.Memory.MaxBytes)
 	keys.OnEvict = m.StoreEvictions.Inc
@@ -612,6 +623,9 @@ func openKafka(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slo
 		l.UseBatcher(rc.RunScript)
 		l.UseDurable(rc.RunDurable)
 		keys = l
+	} else if ms, ok := st.(*ledger.MemoryStore); ok {
+		// One record per key: the memory store's ledger.
+		keys = ms.Ledger()
 	} else {
 		mem := ledger.NewMemory(nil)
 		budget(mem, cfg, st, m)
@@ -761,7 +775,7 @@ func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (storeB
 		})
 	default:
 		log.Info("memory store: idempotency state is kept in this process only and lost on restart")
-		mem := store.NewMemory(store.MemoryOptions{
+		mem := ledger.NewMemoryStore(store.MemoryOptions{
 			MaxKeys: store.DefaultMaxKeys, MaxBytes: int64(cfg.Store.Memory.MaxBytes),
 			OnEvict: m.StoreEvictions.Inc, ResetHold: cfg.Dedupe.LockTTL,
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/metrics"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
@@ -112,7 +113,7 @@ func TestMemoryStoreExportsItsBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := st.(*store.Memory)
+	mem := st.(*ledger.MemoryStore)
 	if _, err := mem.Claim(context.Background(), "orders:1", "fp", time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +130,10 @@ clawgate_store_memory_bytes %d
 	}
 }
 
-// The finished keys of the memory queue count against the memory store's
-// byte budget after the store's own keys, and each one forgotten for it
-// counts in webhook_store_evictions_total, as the store's evictions do.
+// The memory queue keeps its keys in the memory store's ledger: its
+// finished keys count against the store's byte budget with the store's
+// own, and each one forgotten for it counts in
+// webhook_store_evictions_total, as the store's evictions do.
 func TestMemoryQueueKeysShareTheStoreBudget(t *testing.T) {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
@@ -148,7 +150,10 @@ func TestMemoryQueueKeysShareTheStoreBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, keys := st.(*store.Memory), qb.(*queue.Memory).Keys()
+	mem, keys := st.(*ledger.MemoryStore), qb.(*queue.Memory).Keys()
+	if keys != mem.Ledger() {
+		t.Fatal("the memory queue keeps its keys apart from the memory store's")
+	}
 	if _, err := mem.Claim(ctx, "orders:1", "fp", time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +176,8 @@ func TestMemoryQueueKeysShareTheStoreBudget(t *testing.T) {
 			t.Fatalf("Settle = %v, %v", got, err)
 		}
 	}
-	if used := keys.Bytes() + mem.Bytes(); mem.Bytes() == 0 || used > int64(cfg.Store.Memory.MaxBytes) {
-		t.Fatalf("the queue's keys take %d bytes and the store's %d, over the %d budget", keys.Bytes(), mem.Bytes(), cfg.Store.Memory.MaxBytes)
+	if used := mem.Bytes(); used == 0 || used > int64(cfg.Store.Memory.MaxBytes) {
+		t.Fatalf("the queue's and the store's keys take %d bytes, over the %d budget", used, cfg.Store.Memory.MaxBytes)
 	}
 	if n := testutil.ToFloat64(m.StoreEvictions); n < 30 {
 		t.Fatalf("webhook_store_evictions_total = %v after 100KiB of finished keys in a 64KiB budget", n)

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"strings"
 )
 
 // Finished records are stored in Redis in a compact binary form:
@@ -225,16 +224,6 @@ func internContentType(b []byte) string {
 		return s
 	}
 	return string(b)
-}
-
-// internString is internContentType for a string the caller owns: an
-// uncommon value is cloned, so a string aliasing a reused buffer is never
-// kept.
-func internString(s string) string {
-	if c, ok := commonContentTypes[s]; ok {
-		return c
-	}
-	return strings.Clone(s)
 }
 
 // EncodeOutcome returns out in the binary record form finished keys are

@@ -2,9 +2,11 @@
 // held while one copy of an event is being forwarded, the finished outcome
 // replayed to duplicates for the retention period, and the attempt counter.
 //
-// Two implementations satisfy Store: Memory (embedded, one process) and
-// Redis (shared by every gateway instance). Keys passed in are already scoped
-// by route ("route:key"); the store never parses them.
+// The implementations of Store live in package ledger, over the key record
+// the delivery queue keeps too: ledger.MemoryStore (embedded, one process;
+// configured by MemoryOptions) and ledger.RedisStore (shared by every
+// gateway instance, on Redis). Keys passed in are already scoped by route
+// ("route:key").
 package store
 
 import (
@@ -50,9 +52,10 @@ type Store interface {
 }
 
 // Peeker reads a key's state and, when finished, its stored answer,
-// without counting a delivery or taking the lock (Memory, Redis, Timed): a
-// queue route that was a sync route answers a retry of an event the sync
-// path finished before the switch from it.
+// without counting a delivery or taking the lock (ledger.RedisStore, for
+// records of the earlier schema; Timed): a queue route that was a sync
+// route answers a retry of an event the sync path finished before the
+// switch from it.
 type Peeker interface {
 	// Peek reports Absent, InFlight or Finished (with the outcome).
 	Peek(ctx context.Context, key string) (State, Outcome, error)

@@ -21,6 +21,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/internal/eventually"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
@@ -75,7 +76,7 @@ func newDLQEnv(t *testing.T, rate float64) *dlqEnv {
 	}
 	cfg := &config.Config{Routes: []config.Route{{Name: "orders"}, {Name: "hooks", Delivery: config.DeliveryQueue}}}
 	srv := httptest.NewServer(admin.Handler(admin.Options{
-		Gatherer: prometheus.NewRegistry(), Store: store.NewMemory(store.MemoryOptions{}), Gateway: stubGateway{cfg},
+		Gatherer: prometheus.NewRegistry(), Store: ledger.NewMemoryStore(store.MemoryOptions{}), Gateway: stubGateway{cfg},
 		Queue: e.mgr, Token: dlqToken, Logger: discardLogger(),
 	}))
 	t.Cleanup(func() { srv.Close(); e.mgr.Close(time.Second) })

@@ -16,6 +16,7 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -122,7 +123,7 @@ func (stubGateway) WindowState(string) (int64, time.Time, bool) { return 0, time
 // Regression: `keys reset` printed the key's record as it was before the
 // reset (state finished, status 200), which read as if nothing happened.
 func TestKeysResetSaysWhatItForgot(t *testing.T) {
-	st := store.NewMemory(store.MemoryOptions{})
+	st := ledger.NewMemoryStore(store.MemoryOptions{})
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
 		c, err := st.Claim(ctx, "orders:evt_1", "fp", time.Minute)

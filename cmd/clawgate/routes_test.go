@@ -13,6 +13,7 @@ import (
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/config"
 	"github.com/clawgate/clawgate/control"
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/queue"
 	"github.com/clawgate/clawgate/store"
 )
@@ -34,7 +35,7 @@ func routesEnv(t *testing.T) (url string, gate *control.Gate) {
 		{Name: "hooks", Delivery: config.DeliveryQueue},
 	}}
 	srv := httptest.NewServer(admin.Handler(admin.Options{
-		Gatherer: prometheus.NewRegistry(), Store: store.NewMemory(store.MemoryOptions{}), Gateway: stubGateway{cfg},
+		Gatherer: prometheus.NewRegistry(), Store: ledger.NewMemoryStore(store.MemoryOptions{}), Gateway: stubGateway{cfg},
 		Queue: mgr, Controls: gate, Token: dlqToken, Logger: discardLogger(),
 	}))
 	t.Cleanup(func() { srv.Close(); mgr.Close(time.Second) })

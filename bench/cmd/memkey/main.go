@@ -1,5 +1,5 @@
 // Command memkey measures what one finished idempotency key costs on the
-// memory store: it fills store.NewMemory with -keys finished keys (route-
+// memory store: it fills ledger.NewMemoryStore with -keys finished keys (route-
 // scoped UUID-shaped keys as the gateway stores them, a distinct canonical
 // fingerprint each, content type application/json, a -body-byte replay
 // body), then reports
@@ -33,6 +33,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawgate/clawgate/ledger"
 	"github.com/clawgate/clawgate/store"
 )
 
@@ -47,7 +48,7 @@ func main() {
 	}
 
 	heap0, rss0 := measure()
-	m := store.NewMemory(store.MemoryOptions{MaxKeys: *n, MaxBytes: math.MaxInt64}) // bounded by -keys alone: this measures a key
+	m := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: *n, MaxBytes: math.MaxInt64}) // bounded by -keys alone: this measures a key
 	buf := []byte("bench:")
 	var seed [8]byte
 	for i := 0; i < *n; i++ {

@@ -1301,7 +1301,7 @@ func (r *report) markdown(w io.Writer, meta []string) {
 		table(w, true, delayHead, rows)
 	}
 	fmt.Fprintf(w, "\n## Memory per finished key\n\n")
-	fmt.Fprintf(w, "%s. Measured by `bench/cmd/memkey`, which fills `store.NewMemory` directly with finished keys "+
+	fmt.Fprintf(w, "%s. Measured by `bench/cmd/memkey`, which fills `ledger.NewMemoryStore` directly with finished keys "+
 		"(route-scoped UUID-shaped keys, a distinct SHA-256 fingerprint each, `application/json`, 100-byte bodies), "+
 		"and reads the live heap after a full GC (`runtime.MemStats.HeapAlloc`) before and after; it counts the store "+
 		"alone, not the gateway's bounded 10 s window of recent outcomes (`dedupe.cache_size`).\n\n", r.memLine())
