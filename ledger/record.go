@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,20 @@ type Settlement struct {
 	// later events of the value wait until it is replayed and delivered,
 	// or purged. false: the next event of the value goes.
 	OrderHold bool
+}
+
+// OrderArgs are the settle scripts' two order arguments: hold ("1" when
+// OrderHold) and keep (the retention in ms that the value's last
+// delivered stale value is kept for; "" when none).
+func (s Settlement) OrderArgs() (hold, keep string) {
+	hold = "0"
+	if s.OrderHold {
+		hold = "1"
+	}
+	if s.Retention > 0 {
+		keep = strconv.FormatInt(ledgerTTL(s.Retention), 10)
+	}
+	return hold, keep
 }
 
 // Settled is what Settle found.

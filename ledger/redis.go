@@ -525,14 +525,7 @@ func (l *Redis) Settle(ctx context.Context, route, key, eid, tok, owner string, 
 	for len(args) < 10 {
 		args = append(args, "")
 	}
-	hold := "0"
-	if s.OrderHold {
-		hold = "1"
-	}
-	keep := ""
-	if s.Retention > 0 {
-		keep = strconv.FormatInt(ledgerTTL(s.Retention), 10)
-	}
+	hold, keep := s.OrderArgs()
 	args = append(args, l.orderPrefix(route), hold, keep)
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()

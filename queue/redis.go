@@ -893,14 +893,7 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 	for len(args) < 10 {
 		args = append(args, "")
 	}
-	hold := "0"
-	if s.OrderHold {
-		hold = "1"
-	}
-	keep := ""
-	if s.Retention > 0 {
-		keep = strconv.FormatInt(max(1, s.Retention.Milliseconds()), 10)
-	}
+	hold, keep := s.OrderArgs()
 	args = append(args, r.orderPrefix(l.Route, l.Shard), r.keyPrefix(l.Route, l.Shard), newToken(), hold, keep)
 	n, err := r.runDurable(ctx, settleScript, keys, args...).Int64()
 	if err != nil {
