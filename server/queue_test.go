@@ -384,6 +384,24 @@ func (in *qInstance) adminJSON(method, path string, v any) int {
 	return resp.StatusCode
 }
 
+// pollKeyState reads a key of "orders" through the admin API for a test
+// that polls: a 503 (the store did not answer in time, as on a loaded
+// machine) is ok false, to be asked again; any other failure ends the
+// test.
+func (in *qInstance) pollKeyState(key string) (admin.KeyState, bool) {
+	in.t.Helper()
+	var ks admin.KeyState
+	switch code := in.adminJSON("GET", "/admin/keys/orders/"+key, &ks); code {
+	case http.StatusOK:
+		return ks, true
+	case http.StatusServiceUnavailable:
+		return ks, false
+	default:
+		in.t.Fatalf("GET /admin/keys/orders/%s: %d %+v", key, code, ks)
+		return ks, false
+	}
+}
+
 // keyState reads a key of "orders" through the admin API.
 func (in *qInstance) keyState(key string) admin.KeyState {
 	in.t.Helper()
