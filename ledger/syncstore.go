@@ -75,26 +75,41 @@ func (s *RedisStore) legacy() bool {
 	return !ok || s.now().Before(at.Add(s.Legacy))
 }
 
+// v1SeenLua is the version-1 lookup both claim paths make: a key with a
+// version-1 finished record or lock has the copy counted in its
+// version-1 counter and is answered {2, n, rec} finished or {1, n, ms
+// left} in flight (a lock without a TTL: lease ms); nil when it has
+// neither.
+const v1SeenLua = `
+local function v1_seen(lock, done_key, counter, now, lease)
+  local done = redis.call('GET', done_key)
+  local ttl = redis.call('PTTL', lock)
+  if not done and ttl == -2 then
+    return nil
+  end
+  local n = redis.call('HINCRBY', counter, 'n', 1)
+  redis.call('HSET', counter, 'last', now)
+  if done then
+    return {2, n, done}
+  end
+  if ttl < 0 then
+    ttl = tonumber(lease)
+  end
+  return {1, n, ttl}
+end
+`
+
 var (
 	// KEYS: key hash, then the version-1 lock, record and counter of the
 	// key. ARGV: as syncClaimScript. Reply: key_claim's; a version-1
 	// record (when the key hash is free) answers {2, n, rec} finished or
 	// {1, n, ms left} in flight, n counted in the version-1 counter.
-	syncClaimV1Script = Script(`
+	syncClaimV1Script = Script(v1SeenLua + `
 local h = redis.call('HMGET', KEYS[1], 'st', 'lease')
 if key_free(h[1], h[2]) then
-  local done = redis.call('GET', KEYS[3])
-  local ttl = redis.call('PTTL', KEYS[2])
-  if done or ttl ~= -2 then
-    local n = redis.call('HINCRBY', KEYS[4], 'n', 1)
-    redis.call('HSET', KEYS[4], 'last', ARGV[3])
-    if done then
-      return {2, n, done}
-    end
-    if ttl < 0 then
-      ttl = tonumber(ARGV[4])
-    end
-    return {1, n, ttl}
+  local old = v1_seen(KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4])
+  if old then
+    return old
   end
 end
 return key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
@@ -114,21 +129,8 @@ return {0}
 	// KEYS: the version-1 lock, record and counter of a key. ARGV: now
 	// ms, lease ms. Reply: {0} none; {2, n, rec} finished; {1, n, ms
 	// left} in flight (n counted).
-	syncPeekV1Script = redis.NewScript(`
-local done = redis.call('GET', KEYS[2])
-local ttl = redis.call('PTTL', KEYS[1])
-if not done and ttl == -2 then
-  return {0}
-end
-local n = redis.call('HINCRBY', KEYS[3], 'n', 1)
-redis.call('HSET', KEYS[3], 'last', ARGV[1])
-if done then
-  return {2, n, done}
-end
-if ttl < 0 then
-  ttl = tonumber(ARGV[2])
-end
-return {1, n, ttl}
+	syncPeekV1Script = redis.NewScript(v1SeenLua + `
+return v1_seen(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]) or {0}
 `)
 )
 
