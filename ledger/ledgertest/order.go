@@ -144,14 +144,7 @@ var orderCases = []testCase{
 		mustHandBack(t, l, 0, "a3")
 	}},
 	{"order/a dead head holds its value with on_dead hold until replayed and delivered", func(t *testing.T, l Subject, clock *Clock) {
-		ea1, ta1 := EnqueueOrdered(t, l, clock, "a1", "A", "")
-		ea2, ta2 := EnqueueOrdered(t, l, clock, "a2", "A", "")
-		MustBegin(t, l, "a1", ea1, ta1, "p-a1", "w1", true)
-		mustPark(t, l, "a2", ea2, ta2, "p-a2")
-		hold := DeadSettlement(clock, "d-1")
-		hold.OrderHold = true
-		MustSettle(t, l, "a1", ea1, ta1, "w1", hold, queue.Recorded)
-		mustHandBack(t, l, 0)
+		ea1, _ := deadHeadHeld(t, l, clock)
 		if err := l.Replay(background, Route, ea1, "d-1", "t-a1-x"); err != nil {
 			t.Fatal(err)
 		}
@@ -162,14 +155,7 @@ var orderCases = []testCase{
 		mustHandBack(t, l, 0, "a2")
 	}},
 	{"order/a dead head held with on_dead hold lets the next go once purged", func(t *testing.T, l Subject, clock *Clock) {
-		ea1, ta1 := EnqueueOrdered(t, l, clock, "a1", "A", "")
-		ea2, ta2 := EnqueueOrdered(t, l, clock, "a2", "A", "")
-		MustBegin(t, l, "a1", ea1, ta1, "p-a1", "w1", true)
-		mustPark(t, l, "a2", ea2, ta2, "p-a2")
-		hold := DeadSettlement(clock, "d-1")
-		hold.OrderHold = true
-		MustSettle(t, l, "a1", ea1, ta1, "w1", hold, queue.Recorded)
-		mustHandBack(t, l, 0)
+		ea1, ea2 := deadHeadHeld(t, l, clock)
 		if err := l.Purge(background, Route, ea1, Retain); err != nil {
 			t.Fatal(err)
 		}
@@ -246,4 +232,20 @@ var orderCases = []testCase{
 		MustBegin(t, l, "a2", ea2, h["a2"].Token, "p-a2b", "w1", true)
 		wantWaiting(t, l, 0)
 	}},
+}
+
+// deadHeadHeld queues a1 and a2 on value A, begins a1, parks a2 and
+// dead-letters a1 with on_dead: hold: nothing is handed back. It returns
+// their event ids.
+func deadHeadHeld(t *testing.T, l Subject, clock *Clock) (ea1, ea2 string) {
+	t.Helper()
+	ea1, ta1 := EnqueueOrdered(t, l, clock, "a1", "A", "")
+	ea2, ta2 := EnqueueOrdered(t, l, clock, "a2", "A", "")
+	MustBegin(t, l, "a1", ea1, ta1, "p-a1", "w1", true)
+	mustPark(t, l, "a2", ea2, ta2, "p-a2")
+	hold := DeadSettlement(clock, "d-1")
+	hold.OrderHold = true
+	MustSettle(t, l, "a1", ea1, ta1, "w1", hold, queue.Recorded)
+	mustHandBack(t, l, 0)
+	return ea1, ea2
 }
