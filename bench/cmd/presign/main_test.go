@@ -80,18 +80,7 @@ func TestPlainFormUnchanged(t *testing.T) {
 // back through reqfile with the object ids.
 func TestObjectForm(t *testing.T) {
 	const n, objects = 2500, 1000
-	var b bytes.Buffer
-	if err := write(&b, options{n: n, body: 1024, objects: objects, path: "/webhook/bench", prefix: "sha256=", secret: "s"}); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "r.txt")
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := reqfile.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := writeFile(t, options{n: n, body: 1024, objects: objects, path: "/webhook/bench", prefix: "sha256=", secret: "s"})
 	if !f.Objects || len(f.Keys) != n || len(f.Objs) != n {
 		t.Fatalf("objects %v, %d keys, %d objects", f.Objects, len(f.Keys), len(f.Objs))
 	}
@@ -150,4 +139,23 @@ func TestWriteRejects(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
+}
+
+// writeFile writes the request file o describes to a temporary file and
+// reads it back: the file and its path.
+func writeFile(t *testing.T, o options) (*reqfile.File, string) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := write(&b, o); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "r.txt")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := reqfile.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, path
 }

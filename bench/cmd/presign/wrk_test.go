@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -10,15 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/clawgate/clawgate/bench/internal/reqfile"
 )
 
 // wrk's reader, bench/wrk/deliveries.lua, sends what presign signed, in
@@ -37,18 +33,7 @@ func TestWrkScriptSendsSignedBodies(t *testing.T) {
 	}
 	for _, objects := range []int{0, 1000} {
 		t.Run(map[bool]string{true: "plain", false: "objects"}[objects == 0], func(t *testing.T) {
-			var b bytes.Buffer
-			if err := write(&b, options{n: 5000, body: 1024, objects: objects, path: "/webhook/bench", prefix: "sha256=", secret: "s"}); err != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(t.TempDir(), "r.txt")
-			if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			f, err := reqfile.Read(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, file := writeFile(t, options{n: 5000, body: 1024, objects: objects, path: "/webhook/bench", prefix: "sha256=", secret: "s"})
 			objOf := map[string]string{}
 			for i, k := range f.Keys {
 				if f.Objects {
