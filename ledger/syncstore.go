@@ -67,10 +67,7 @@ func splitScoped(scoped string) (route, key string) {
 
 // LegacyOpen reports whether version-1 sync records may still live (and
 // are looked for): always before the schema's move is known.
-func (s *RedisStore) LegacyOpen() bool { return s.legacy() }
-
-// legacy reports whether version-1 records may still live.
-func (s *RedisStore) legacy() bool {
+func (s *RedisStore) LegacyOpen() bool {
 	at, ok := s.Redis.Moved()
 	return !ok || s.now().Before(at.Add(s.Legacy))
 }
@@ -137,7 +134,7 @@ return v1_seen(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]) or {0}
 // Claim implements store.Store.
 func (s *RedisStore) Claim(ctx context.Context, scoped, fp string, lockTTL time.Duration) (store.Claim, error) {
 	route, key := splitScoped(scoped)
-	if !s.legacy() {
+	if !s.LegacyOpen() {
 		return s.sync.Claim(ctx, route, key, fp, lockTTL)
 	}
 	if s.cluster {
@@ -223,7 +220,7 @@ func (s *RedisStore) Get(ctx context.Context, scoped string) (store.KeyState, er
 // (Absent with no round trip after that). A key's record of this schema
 // is the queue's own, read by its enqueue.
 func (s *RedisStore) Peek(ctx context.Context, scoped string) (store.State, store.Outcome, error) {
-	if !s.legacy() {
+	if !s.LegacyOpen() {
 		return store.Absent, store.Outcome{}, nil
 	}
 	lock, done, _ := s.Redis.SyncKeys(scoped)
@@ -260,7 +257,7 @@ func (s *RedisStore) Delete(ctx context.Context, scoped string) (store.KeyState,
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return store.KeyState{}, err
 	}
-	if s.legacy() {
+	if s.LegacyOpen() {
 		lock, done, attempts := s.Redis.SyncKeys(scoped)
 		dctx, cancel := s.sync.ctx(ctx)
 		defer cancel()
