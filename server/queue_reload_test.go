@@ -49,9 +49,7 @@ func testQueueRouteFollowsReload(t *testing.T) {
 	up.waitCompleted(t, keys, 10*time.Second)
 
 	in.rewrite(sync)
-	if err := in.Reload(in.path); err != nil {
-		t.Fatalf("reload back to sync: %v", err)
-	}
+	reloadWhenDrained(t, in, 10*time.Second)
 	if a := qPost(url, "sync-2"); a.status != 200 {
 		t.Fatalf("back on sync: %d %q %v", a.status, a.raw, a.err)
 	}

@@ -105,7 +105,7 @@ func TestReloadRefusesToParkQueuedEvents(t *testing.T) {
 				return strings.Contains(err.Error(), "0 undelivered (queued or retrying) and 2 dead-lettered")
 			}, func() string { return fmt.Sprintf("reload with only dead-lettered events left: %v", err) })
 			purgeDLQ(t, qi, qi.dlq())
-			qEventually(t, 10*time.Second, func() bool { return in.Reload(in.path) == nil }, func() string { return "the reload to sync once drained" })
+			reloadWhenDrained(t, in, 10*time.Second)
 			if a := qPost(url, "sync-after"); a.status != 200 {
 				t.Fatalf("after the reload to sync: %d %q", a.status, a.raw)
 			}
@@ -226,9 +226,7 @@ func TestQueueToSyncSwitchDoesNotDeliverAgain(t *testing.T) {
 				purgeDLQ(t, qi, dead)
 
 				in.rewrite(sync)
-				if err := in.Reload(in.path); err != nil {
-					t.Fatalf("reload to a sync route: %v", err)
-				}
+				reloadWhenDrained(t, in, 10*time.Second)
 				waitWindowForgets(t, in.Server, "e-1", "dead-1")
 				// The second copy is answered by the store.
 				for i := range 2 {

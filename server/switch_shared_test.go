@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -151,4 +152,21 @@ func TestModeSwitchUnderLoadWithTwoInstances(t *testing.T) {
 			checkOnce(t, up, keys)
 		})
 	}
+}
+
+// reloadWhenDrained reloads in's file into a config where a queue route
+// becomes a sync route. The upstream's 2xx reaches the test a moment
+// before the queue settles the event, and until then the reload is
+// refused with ErrQueueNotDrained (as an operator's would be); any other
+// error fails at once.
+func reloadWhenDrained(t *testing.T, in *instance, bound time.Duration) {
+	t.Helper()
+	var err error
+	qEventually(t, bound, func() bool {
+		err = in.Reload(in.path)
+		if err != nil && !errors.Is(err, ErrQueueNotDrained) {
+			t.Fatalf("reload to a sync route: %v", err)
+		}
+		return err == nil
+	}, func() string { return fmt.Sprintf("the reload to a sync route, once the queue drained: %v", err) })
 }
