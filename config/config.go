@@ -330,6 +330,12 @@ type Dedupe struct {
 	// larger body is passed through but not stored, and its replays carry
 	// the status alone. Default 64KiB.
 	ReplayBodyLimit ByteSize `yaml:"replay_body_limit"`
+	// History bounds each key's history: the newest entries kept (one per
+	// arrival, try, settle, dead-lettering, skip, replay, reset, purge and
+	// delete), written with the change they record and dropped with the
+	// key after its retention. Default 50, at most 1000; 0 records no
+	// history at all (the admin API's history is then empty).
+	History int `yaml:"history"`
 }
 
 // Alerts on retry storms.

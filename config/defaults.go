@@ -8,17 +8,20 @@ import (
 
 // Defaults of the top-level settings (gateway.yaml shows each).
 const (
-	DefaultListen           = ":8080"
-	DefaultAdminListen      = "127.0.0.1:9090"
-	DefaultAdminTokenEnv    = "CLAWGATE_ADMIN_TOKEN"
-	DefaultBackend          = BackendMemory
-	DefaultRedisAddr        = "127.0.0.1:6379"
-	DefaultKeyPrefix        = "clawgate:"
-	DefaultOnError          = OnErrorReject
-	DefaultWindow           = 10 * time.Second
-	DefaultCacheSize        = 100000
-	DefaultLockTTL          = 30 * time.Second
-	DefaultRetention        = 72 * time.Hour
+	DefaultListen        = ":8080"
+	DefaultAdminListen   = "127.0.0.1:9090"
+	DefaultAdminTokenEnv = "CLAWGATE_ADMIN_TOKEN"
+	DefaultBackend       = BackendMemory
+	DefaultRedisAddr     = "127.0.0.1:6379"
+	DefaultKeyPrefix     = "clawgate:"
+	DefaultOnError       = OnErrorReject
+	DefaultWindow        = 10 * time.Second
+	DefaultCacheSize     = 100000
+	DefaultLockTTL       = 30 * time.Second
+	DefaultRetention     = 72 * time.Hour
+	DefaultHistory       = 50
+	// MaxHistory bounds dedupe.history.
+	MaxHistory              = 1000
 	DefaultReplayBodyLimit  = 64 * KiB
 	DefaultMaxAttempts      = 3
 	DefaultMemoryMaxBytes   = 256 * MiB
@@ -89,6 +92,7 @@ func Default() *Config {
 			LockTTL:         DefaultLockTTL,
 			Retention:       DefaultRetention,
 			ReplayBodyLimit: DefaultReplayBodyLimit,
+			History:         DefaultHistory,
 		},
 		Queue: Queue{
 			MaxDepth:    DefaultQueueMaxDepth,

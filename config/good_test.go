@@ -72,7 +72,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		})
 		eq(t, "dedupe", cfg.Dedupe, Dedupe{
 			Window: 10 * time.Second, CacheSize: 100000, LockTTL: 30 * time.Second,
-			Retention: 72 * time.Hour, ReplayBodyLimit: 64 << 10,
+			Retention: 72 * time.Hour, ReplayBodyLimit: 64 << 10, History: 50,
 		})
 		eq(t, "queue", cfg.Queue, Queue{
 			Backend: "memory", MaxDepth: 100000, MaxDLQ: DefaultQueueMaxDLQ, MaxDLQBytes: DefaultQueueMaxDLQBytes, Shards: 1, ReplayRate: 50,
@@ -135,7 +135,7 @@ var goodChecks = map[string]func(t *testing.T, cfg *Config){
 		})
 		eq(t, "dedupe", cfg.Dedupe, Dedupe{
 			Window: 5 * time.Second, CacheSize: 5000, LockTTL: time.Minute,
-			Retention: 96 * time.Hour, ReplayBodyLimit: 128 << 10,
+			Retention: 96 * time.Hour, ReplayBodyLimit: 128 << 10, History: 200,
 		})
 		eq(t, "alerts", cfg.Alerts, Alerts{MaxAttempts: 5, WebhookURLEnv: "ALERT_URL", WebhookURL: testEnv["ALERT_URL"],
 			PagerDutyRoutingKeyEnv: "PD_ROUTING_KEY", PagerDutyRoutingKey: testEnv["PD_ROUTING_KEY"]})

@@ -22,6 +22,7 @@ var restartOnly = []struct {
 	{"tracing", func(c *Config) any { return &c.Tracing }},
 	{"dedupe.window", func(c *Config) any { return &c.Dedupe.Window }},
 	{"dedupe.cache_size", func(c *Config) any { return &c.Dedupe.CacheSize }},
+	{"dedupe.history", func(c *Config) any { return &c.Dedupe.History }},
 	{"queue.backend", func(c *Config) any { return &c.Queue.Backend }},
 	{"queue.shards", func(c *Config) any { return &c.Queue.Shards }},
 	{"queue.kafka", func(c *Config) any { return &c.Queue.Kafka }},

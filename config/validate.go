@@ -271,6 +271,9 @@ func (b *builder) checkDedupe() {
 	if d.CacheSize <= 0 {
 		b.ps.add(b.line("dedupe", "cache_size"), "dedupe.cache_size", "must be positive, got %d", d.CacheSize)
 	}
+	if d.History < 0 || d.History > MaxHistory {
+		b.ps.add(b.line("dedupe", "history"), "dedupe.history", "must be between 0 and %d, got %d", MaxHistory, d.History)
+	}
 	if d.ReplayBodyLimit < 0 {
 		b.ps.add(b.line("dedupe", "replay_body_limit"), "dedupe.replay_body_limit", "must not be negative, got %d", int64(d.ReplayBodyLimit))
 	}
