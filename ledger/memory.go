@@ -65,6 +65,8 @@ type Memory struct {
 	sync      SyncOptions
 	tokPrefix string
 	seq       uint64
+	// histo is the keys' history (SetHistory, history.go).
+	histo HistoryOptions
 }
 
 // memDone is a counted key in order or locks: live while its key's ord
@@ -131,6 +133,8 @@ type memLedgerKey struct {
 	// (nil: unordered).
 	name string
 	ko   *memKeyOrder
+	// hist is the key's history (history.go); nil: none.
+	hist *memHistory
 }
 
 // memKeyOrder is an ordered key's order value ov, its sequence os in it
@@ -325,7 +329,7 @@ func (m *Memory) account(r *memLedgerRoute, name string, k *memLedgerKey, how ui
 // memKeySize is the estimated size of key name's record k.
 func memKeySize(name string, k *memLedgerKey) int64 {
 	d := k.deadInfo()
-	return int64(memKeyOverhead + len(name) + len(k.eid) + len(k.fp) + len(k.rec) + len(d.reason) + len(d.err) + len(d.dlq))
+	return int64(memKeyOverhead+len(name)+len(k.eid)+len(k.fp)+len(k.rec)+len(d.reason)+len(d.err)+len(d.dlq)) + k.hist.size()
 }
 
 // touch makes idle k the most recently used.
@@ -466,18 +470,19 @@ func (m *Memory) sweep(now time.Time) {
 }
 
 // Reserve implements Ledger.
-func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
+func (m *Memory) Reserve(ctx context.Context, res Reservation) (Reserved, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
 	m.sweep(now)
 	r := m.route(res.Route)
 	k := r.key(res.Key, now)
+	var h *memHistory
 	if k != nil && k.free(ledgerMs(now)) {
 		// A released lock, a lease run out, a reset tombstone: the key
 		// is new to the queue.
 		r.forget(res.Key, k)
-		k = nil
+		k, h = nil, k.hist
 	}
 	if k == nil {
 		if res.MaxDepth < 0 || res.MaxDepth > 0 && len(r.age) >= res.MaxDepth {
@@ -488,11 +493,14 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 			fp: res.Fingerprint, n: 1, first: first, last: first,
 			expires: now.Add(time.Duration(ledgerTTL(res.Lease)) * time.Millisecond)}
 		k.orderOf(res)
+		k.hist = h
+		m.hist(ctx, k, now, store.HistArrival, 1, 0, "queued")
 		r.keys[res.Key] = k
 		return Reserved{State: Enqueued, ID: res.EventID, Fingerprint: res.Fingerprint, Copies: 1}, nil
 	}
 	k.n++
 	k.last = ledgerMs(now)
+	m.hist(ctx, k, now, store.HistArrival, k.n, 0, reservedVerdict(k, res.Fingerprint))
 	switch k.st {
 	case ledgerEnqueuing, ledgerLocked:
 		// Being stored, or forwarded by a sync route's copy.
@@ -543,7 +551,7 @@ func (m *Memory) Abort(_ context.Context, route, key, tok string) error {
 }
 
 // Begin implements Ledger.
-func (m *Memory) Begin(_ context.Context, route, key, eid, tok, pos, owner string) (Begun, bool, error) {
+func (m *Memory) Begin(ctx context.Context, route, key, eid, tok, pos, owner string) (Begun, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -583,6 +591,11 @@ func (m *Memory) Begin(_ context.Context, route, key, eid, tok, pos, owner strin
 	k.pos, k.owner = pos, owner
 	k.qa++
 	k.qt++
+	if gate == gateStale {
+		m.hist(ctx, k, m.now(), store.HistSkip, k.qt, 0, "stale")
+	} else {
+		m.hist(ctx, k, m.now(), store.HistTry, k.qt, 0, "")
+	}
 	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt, PrevOwner: prev, Stale: gate == gateStale}, true, nil
 }
 
@@ -617,7 +630,7 @@ func (m *Memory) Intend(_ context.Context, route, key, eid, tok, owner, next str
 }
 
 // Settle implements Ledger.
-func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s Settlement) (Settled, error) {
+func (m *Memory) Settle(ctx context.Context, route, key, eid, tok, owner string, s Settlement) (Settled, error) {
 	if err := ledgerSettleCheck(s); err != nil {
 		return 0, err
 	}
@@ -651,13 +664,16 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		delete(r.age, eid)
 		m.remember(r, key, k)
 		r.orderDone(k, true, now.Add(time.Duration(ledgerTTL(s.Retention))*time.Millisecond))
+		m.hist(ctx, k, now, store.HistSettle, k.qt, s.Outcome.Status, "delivered")
 	case SettleRetry:
 		k.tok, k.ptok = s.NewToken, ""
+		m.hist(ctx, k, now, store.HistRetry, k.qt, 0, "retry")
 	default:
 		k.st, k.tok, k.ptok = ledgerDead, "", ""
 		k.dead = &memDead{dlq: s.DLQPos, reason: s.Reason, status: s.Status, err: s.Error, died: ledgerMs(s.At)}
 		delete(r.age, eid)
 		r.dead[eid] = key
+		m.hist(ctx, k, now, store.HistDead, k.qt, s.Status, s.Reason)
 		if !s.OrderHold {
 			r.orderDone(k, false, orderKeep(now, s.Retention))
 		}
@@ -706,7 +722,7 @@ func (m *Memory) DeadEntry(_ context.Context, route, eid string) (DeadEntry, str
 }
 
 // Replay implements Ledger.
-func (m *Memory) Replay(_ context.Context, route, eid, dlqPos, tok string) error {
+func (m *Memory) Replay(ctx context.Context, route, eid, dlqPos, tok string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -716,11 +732,12 @@ func (m *Memory) Replay(_ context.Context, route, eid, dlqPos, tok string) error
 	}
 	m.revive(r, k)
 	k.tok, k.ptok = tok, ""
+	m.hist(ctx, k, m.now(), store.HistReplay, k.qt, 0, "replayed")
 	return nil
 }
 
 // Purge implements Ledger.
-func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Duration) error {
+func (m *Memory) Purge(ctx context.Context, route, eid string, retention time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -732,6 +749,7 @@ func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Dura
 	now := m.now()
 	if k := r.key(key, now); k != nil && k.st == ledgerDead && k.eid == eid {
 		k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
+		m.hist(ctx, k, now, store.HistPurge, k.qt, 0, "purged")
 		m.remember(r, key, k)
 		r.orderDone(k, false, orderKeep(now, retention))
 	}
@@ -840,7 +858,7 @@ func (m *Memory) get(r *memLedgerRoute, key string) (KeyState, error) {
 }
 
 // Delete implements Ledger.
-func (m *Memory) Delete(_ context.Context, route, key string) (KeyState, error) {
+func (m *Memory) Delete(ctx context.Context, route, key string) (KeyState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
@@ -852,6 +870,10 @@ func (m *Memory) Delete(_ context.Context, route, key string) (KeyState, error) 
 		}
 		r.orderDone(k, false, time.Time{})
 		r.forget(key, k)
+		if m.histo.Cap > 0 && k.hist != nil {
+			m.hist(ctx, k, m.now(), store.HistDelete, k.qt, 0, "deleted")
+			m.keepHistory(r, strings.Clone(key), k.hist, nil, m.now())
+		}
 	}
 	return ks, err
 }

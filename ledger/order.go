@@ -414,7 +414,7 @@ end
 
 // fullLib is the library luaSource builds scripts from: lua.go's, then
 // the order gate's.
-var fullLib = append(luaLib[:len(luaLib):len(luaLib)], orderLua...)
+var fullLib = append(append(append([]luaFunc{luaLib[0]}, histLua...), luaLib[1:]...), orderLua...)
 
 // orderPrefix is the name of route's order keys without their suffix (in
 // the route's slot).

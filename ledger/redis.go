@@ -53,6 +53,8 @@ type Redis struct {
 	durable ScriptRunner
 	// sync runs the Sync transitions on the same records (SetSync).
 	sync *SyncRedis
+	// histo is the keys' history (SetHistory).
+	histo HistoryOptions
 }
 
 var _ Ledger = (*Redis)(nil)
@@ -185,10 +187,11 @@ var (
 	// depth, now ms, order value, stale value ("" none).
 	// Reply: {0, 1} reserved; key_seen's {1, n, st, eid, fp} or {2, n,
 	// rec} known; {3} full.
+	// ARGV[10...]: the history's (hist_args).
 	ledgerReserveScript = Script(`
 local r = key_seen(KEYS[1], ARGV[7])
 if r then
-  return r
+  return seen_hist(KEYS[1], r, ARGV[3], hist_args(10))
 end
 local cap = tonumber(ARGV[6]) or 0
 if cap < 0 or cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
@@ -201,6 +204,7 @@ if (ARGV[8] or '') ~= '' then
     redis.call('HSET', KEYS[1], 'sv', ARGV[9])
   end
 end
+hist_add(KEYS[1], hist_args(10), 'arrival', 1, 0, 'queued')
 return {0, 1}
 `)
 	// KEYS: key hash, age. ARGV: tok, order prefix, key. Reply: 1
@@ -211,6 +215,9 @@ local st = redis.call('HGET', KEYS[1], 'st')
 local ok = key_confirm(KEYS[1], KEYS[2], ARGV[1])
 if ok == 1 and st == ENQ and ARGV[2] then
   ord_assign(KEYS[1], ARGV[2], ARGV[3])
+end
+if ok == 1 and st == ENQ then
+  hist_align(KEYS[1])
 end
 return ok
 `)
@@ -250,6 +257,11 @@ if h[1] == DEAD then
   redis.call('HDEL', KEYS[3], ARGV[1])
 end
 local qa, qt, prev = key_begin(KEYS[1], KEYS[2], h, how, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+if gate == 'stale' then
+  hist_add(KEYS[1], hist_args(7), 'skip', qt, 0, 'stale')
+else
+  hist_add(KEYS[1], hist_args(7), 'try', qt, 0, '')
+end
 return {1, qa, qt, h[5] or '', h[6] or '', prev, gate == 'stale' and 1 or 0}
 `)
 	// KEYS: key hash. ARGV: eid, tok, owner, next.
@@ -272,19 +284,23 @@ local c = key_try(KEYS[1], ARGV[1], ARGV[2], ARGV[3], adopted)
 if c then
   return c
 end
+local H = hist_args(14)
 if ARGV[4] == 'done' then
   key_finish(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7])
   if ARGV[11] then
     ord_done(KEYS[1], ARGV[11], ARGV[5], true, ARGV[7])
   end
+  hist_add(KEYS[1], H, 'settle', redis.call('HGET', KEYS[1], 'qt'), 0, 'delivered')
 elseif ARGV[4] == 'retry' then
   key_retry(KEYS[1], ARGV[6])
+  hist_add(KEYS[1], H, 'retry', redis.call('HGET', KEYS[1], 'qt'), 0, 'retry')
 else
   key_dead(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
   if ARGV[11] and ARGV[12] ~= '1' then
     ord_done(KEYS[1], ARGV[11], ARGV[5], false, ARGV[13] ~= '' and ARGV[13] or nil)
   end
+  hist_add(KEYS[1], H, 'dead', redis.call('HGET', KEYS[1], 'qt'), tonumber(ARGV[8]), ARGV[7])
 end
 return 1
 `)
@@ -327,6 +343,7 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 if ARGV[5] then
   ord_assign(ARGV[4] .. k, ARGV[5], k)
 end
+hist_add(ARGV[4] .. k, hist_args(6), 'replay', redis.call('HGET', ARGV[4] .. k, 'qt'), 0, 'replayed')
 return 1
 `)
 	// KEYS: dead. ARGV: eid, retention ms, key hash prefix, order prefix.
@@ -340,6 +357,9 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 key_purge(ARGV[3] .. k, ARGV[1], ARGV[2])
 if ARGV[4] and key_dead_at(ARGV[3] .. k, ARGV[1]) then
   ord_done(ARGV[3] .. k, ARGV[4], k, false, ARGV[2])
+end
+if key_dead_at(ARGV[3] .. k, ARGV[1]) then
+  hist_add(ARGV[3] .. k, hist_args(5), 'purge', redis.call('HGET', ARGV[3] .. k, 'qt'), 0, 'purged')
 end
 return 1
 `)
@@ -399,9 +419,13 @@ return out
 if ARGV[2] then
   ord_done(KEYS[1], ARGV[2], ARGV[1], false, nil)
 end
+local qt = redis.call('HGET', KEYS[1], 'qt')
 local h, eid = key_delete(KEYS[1], KEYS[2])
 if eid and redis.call('HGET', KEYS[3], eid) == ARGV[1] then
   redis.call('HDEL', KEYS[3], eid)
+end
+if redis.call('EXISTS', KEYS[1] .. '\31h') == 1 then
+  hist_add(KEYS[1], hist_args(3), 'delete', qt or 0, 0, 'deleted', true)
 end
 return h
 `)
@@ -419,8 +443,8 @@ func (l *Redis) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(r.Route, r.Key), l.ageSet(r.Route)}
-	res, err := l.evalSlice(ctx, "reserve", ledgerReserveScript, keys, r.EventID, r.Token, r.Fingerprint,
-		ledgerMs(r.FirstSeen), ledgerTTL(r.Lease), r.MaxDepth, ledgerMs(l.now()), r.Order, r.Stale)
+	res, err := l.evalSlice(ctx, "reserve", ledgerReserveScript, keys, l.hargs(ctx, r.EventID, r.Token, r.Fingerprint,
+		ledgerMs(r.FirstSeen), ledgerTTL(r.Lease), r.MaxDepth, ledgerMs(l.now()), r.Order, r.Stale)...)
 	if err != nil {
 		return Reserved{}, err
 	}
@@ -477,7 +501,7 @@ func (l *Redis) Begin(ctx context.Context, route, key, eid, tok, pos, owner stri
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
-	res, err := l.evalSlice(ctx, "begin", ledgerBeginScript, keys, eid, tok, pos, owner, l.orderPrefix(route), key)
+	res, err := l.evalSlice(ctx, "begin", ledgerBeginScript, keys, l.hargs(ctx, eid, tok, pos, owner, l.orderPrefix(route), key)...)
 	if err != nil {
 		return Begun{}, false, err
 	}
@@ -527,6 +551,11 @@ func (l *Redis) Settle(ctx context.Context, route, key, eid, tok, owner string, 
 	}
 	hold, keep := s.OrderArgs()
 	args = append(args, l.orderPrefix(route), hold, keep)
+	ha := histArgs(ctx, l.histo, l.now())
+	if s.Kind == SettleDelivered && l.histo.Cap > 0 {
+		ha[5] = s.Outcome.Status // the entry's status
+	}
+	args = append(args, ha...)
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
@@ -587,7 +616,7 @@ func (l *Redis) Dead(ctx context.Context, route, eid, next string) (string, stri
 // Replay implements Ledger.
 func (l *Redis) Replay(ctx context.Context, route, eid, dlqPos, tok string) error {
 	ok, err := l.flag(ctx, "replay", ledgerReplayScript, []string{l.deadIndex(route), l.ageSet(route)},
-		eid, dlqPos, tok, l.keyPrefix(route), l.orderPrefix(route))
+		l.hargs(ctx, eid, dlqPos, tok, l.keyPrefix(route), l.orderPrefix(route))...)
 	if err == nil && !ok {
 		err = ErrNotFound
 	}
@@ -597,7 +626,7 @@ func (l *Redis) Replay(ctx context.Context, route, eid, dlqPos, tok string) erro
 // Purge implements Ledger.
 func (l *Redis) Purge(ctx context.Context, route, eid string, retention time.Duration) error {
 	ok, err := l.flag(ctx, "purge", ledgerPurgeScript, []string{l.deadIndex(route)},
-		eid, ledgerTTL(retention), l.keyPrefix(route), l.orderPrefix(route))
+		l.hargs(ctx, eid, ledgerTTL(retention), l.keyPrefix(route), l.orderPrefix(route))...)
 	if err == nil && !ok {
 		err = ErrNotFound
 	}
@@ -698,7 +727,7 @@ func (l *Redis) Delete(ctx context.Context, route, key string) (KeyState, error)
 	ctx, cancel := l.ctx(ctx)
 	defer cancel()
 	keys := []string{l.keyHash(route, key), l.ageSet(route), l.deadIndex(route)}
-	res, err := l.evalSlice(ctx, "delete", ledgerDeleteScript, keys, key, l.orderPrefix(route))
+	res, err := l.evalSlice(ctx, "delete", ledgerDeleteScript, keys, l.hargs(ctx, key, l.orderPrefix(route))...)
 	if err != nil {
 		return KeyState{}, err
 	}

@@ -189,7 +189,7 @@ func (m *Memory) syncToken() string {
 }
 
 // Claim implements Sync.
-func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Duration) (store.Claim, error) {
+func (m *Memory) Claim(ctx context.Context, route, key, fp string, lease time.Duration) (store.Claim, error) {
 	if lease <= 0 {
 		return store.Claim{}, errLease(lease)
 	}
@@ -219,12 +219,23 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 			return store.Claim{}, fmt.Errorf("ledger: memory claim %q: %w: %v", key, errBothCorrupt, err)
 		}
 		m.touch(r, name, k)
+		v := "replayed"
+		if out.Fingerprint != fp {
+			v = "conflict"
+		}
+		m.hist(ctx, k, now, store.HistArrival, k.n, 0, v)
 		return store.Claim{State: store.Finished, Attempts: k.n, Outcome: out}, nil
 	case k.st == ledgerLocked && !k.free(ms):
 		left := time.Duration(k.lease-ms) * time.Millisecond
 		k.expireNoSooner(now.Add(max(keep, left)))
+		m.hist(ctx, k, now, store.HistArrival, k.n, 0, "in_flight")
 		return store.Claim{State: store.InFlight, Attempts: k.n, RetryAfter: left}, nil
 	case !k.free(ms):
+		v := "queued"
+		if k.fp != fp {
+			v = "conflict"
+		}
+		m.hist(ctx, k, now, store.HistArrival, k.n, 0, v)
 		return queuedClaim(k.st, k.n, k.eid, k.fp), nil
 	}
 	k.st, k.tok, k.fp = ledgerLocked, m.syncToken(), strings.Clone(fp)
@@ -234,6 +245,7 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 		k.expires = now.Add(keep)
 	}
 	k.expireNoSooner(now.Add(keep))
+	m.hist(ctx, k, now, store.HistArrival, k.n, 0, "forwarded")
 	m.account(r, name, k, acctLock)
 	return store.Claim{State: store.Claimed, Token: k.tok, Attempts: k.n}, nil
 }
@@ -248,7 +260,7 @@ func queuedClaim(st string, n int64, eid, fp string) store.Claim {
 }
 
 // Finish implements Sync.
-func (m *Memory) Finish(_ context.Context, route, key, tok string, out store.Outcome, retention time.Duration) error {
+func (m *Memory) Finish(ctx context.Context, route, key, tok string, out store.Outcome, retention time.Duration) error {
 	if retention <= 0 {
 		return errRetention(retention)
 	}
@@ -283,12 +295,13 @@ func (m *Memory) Finish(_ context.Context, route, key, tok string, out store.Out
 		k.fp = ""
 	}
 	k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
+	m.hist(ctx, k, now, store.HistSettle, k.qt, out.Status, "finished")
 	m.remember(r, key, k)
 	return nil
 }
 
 // Release implements Sync.
-func (m *Memory) Release(_ context.Context, route, key, tok string) error {
+func (m *Memory) Release(ctx context.Context, route, key, tok string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -298,6 +311,7 @@ func (m *Memory) Release(_ context.Context, route, key, tok string) error {
 	if k == nil || k.st != ledgerLocked || k.tok != tok || k.free(ledgerMs(now)) {
 		return store.ErrNotOwner
 	}
+	m.hist(ctx, k, now, store.HistRelease, k.qt, 0, "released")
 	if m.sync.keep() == 0 {
 		r.forget(key, k)
 		return nil
@@ -308,14 +322,16 @@ func (m *Memory) Release(_ context.Context, route, key, tok string) error {
 }
 
 // Reset implements Sync.
-func (m *Memory) Reset(_ context.Context, route, key string) (KeyState, error) {
+func (m *Memory) Reset(ctx context.Context, route, key string) (KeyState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
 	r := m.route(route)
 	ks, err := m.get(r, key)
 	hold := m.sync.ResetHold
+	var h *memHistory
 	if k := r.keys[key]; k != nil {
+		h = k.hist
 		if k.st == ledgerLocked {
 			hold = max(hold, time.Duration(k.lease-ledgerMs(now))*time.Millisecond)
 		}
@@ -325,11 +341,20 @@ func (m *Memory) Reset(_ context.Context, route, key string) (KeyState, error) {
 		}
 		r.forget(key, k)
 	}
+	var tomb *memLedgerKey
 	if hold > 0 {
 		name := strings.Clone(key)
-		k := &memLedgerKey{st: ledgerReset, rst: ledgerMs(now.Add(hold)), expires: now.Add(hold)}
-		r.keys[name] = k
-		m.account(r, name, k, acctHeld)
+		tomb = &memLedgerKey{st: ledgerReset, rst: ledgerMs(now.Add(hold)), expires: now.Add(hold)}
+		r.keys[name] = tomb
+		m.account(r, name, tomb, acctHeld)
+	}
+	if m.histo.Cap > 0 {
+		if h == nil {
+			h = &memHistory{}
+		}
+		hk := &memLedgerKey{hist: h}
+		m.hist(ctx, hk, now, store.HistReset, 0, 0, "reset")
+		m.keepHistory(r, strings.Clone(key), hk.hist, tomb, now)
 	}
 	return ks, err
 }
@@ -347,6 +372,7 @@ type SyncRedis struct {
 
 	place   Place
 	opts    SyncOptions
+	hist    HistoryOptions
 	timeout time.Duration
 	run     ScriptRunner
 	durable ScriptRunner
@@ -379,6 +405,7 @@ func (l *Redis) SetSync(o SyncOptions) {
 	}
 	l.sync = NewSyncRedis(KafkaPlace(l.prefix), o, run, durable, l.timeout)
 	l.sync.Now = l.now
+	l.sync.hist = l.histo
 }
 
 func (l *Redis) syncer() *SyncRedis { return l.sync }
@@ -406,13 +433,29 @@ func (l *Redis) Reset(ctx context.Context, route, key string) (KeyState, error) 
 var (
 	// KEYS: key hash. ARGV: tok, fp, now ms, lease ms, keep ms.
 	// Reply: key_claim's.
-	syncClaimScript = Script(`return key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])`)
+	// ARGV[6...]: the history's (hist_args).
+	syncClaimScript = Script(`return claim_hist(KEYS[1], key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]), ARGV[2])`)
 	// KEYS: key hash. ARGV: tok, rec, retention ms. Reply: 1 recorded, 0
 	// not.
-	syncFinishScript = Script(`return key_done(KEYS[1], ARGV[1], ARGV[2], ARGV[3])`)
+	// ARGV[5...]: the history's; ARGV[4] the outcome's status.
+	syncFinishScript = Script(`
+local r = key_done(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+if r == 1 then
+  hist_add(KEYS[1], hist_args(5), 'settle', redis.call('HGET', KEYS[1], 'qt'), tonumber(ARGV[4]), 'finished')
+end
+return r
+`)
 	// KEYS: key hash. ARGV: tok, "1" to drop the counters. Reply: 1
 	// released, 0 not the owner.
-	syncReleaseScript = Script(`return key_release(KEYS[1], ARGV[1], ARGV[2])`)
+	// ARGV[3...]: the history's.
+	syncReleaseScript = Script(`
+local n = redis.call('HGET', KEYS[1], 'qt')
+local r = key_release(KEYS[1], ARGV[1], ARGV[2])
+if r == 1 then
+  hist_add(KEYS[1], hist_args(3), 'release', n, 0, 'released')
+end
+return r
+`)
 	// KEYS: key hash. Reply: {Redis' clock ms, then the hash (HGETALL)}.
 	syncGetScript = Script(`
 local out = {redis_ms()}
@@ -422,7 +465,7 @@ end
 return out
 `)
 	// KEYS: key hash, age, and the dead index when the transport keeps
-	// one. ARGV: key, hold ms. Reply: as syncGetScript's, the hash as it
+	// one. ARGV: key, hold ms, then the history's. Reply: as syncGetScript's, the hash as it
 	// was (now deleted, a tombstone left).
 	syncResetScript = Script(`
 local ty = redis.call('TYPE', KEYS[1]).ok
@@ -435,6 +478,7 @@ local h, eid, dead, dlq, t = key_reset(KEYS[1], KEYS[2], ARGV[2])
 if KEYS[3] and eid and redis.call('HGET', KEYS[3], eid) == ARGV[1] then
   redis.call('HDEL', KEYS[3], eid)
 end
+hist_add(KEYS[1], hist_args(3), 'reset', 0, 0, 'reset', true)
 local out = {t}
 for _, v in ipairs(h) do
   out[#out + 1] = v
@@ -497,8 +541,9 @@ func (s *SyncRedis) Claim(ctx context.Context, route, key, fp string, lease time
 	tok := newSyncToken()
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	now := s.now()
 	v, err := s.eval(ctx, s.run, "claim", syncClaimScript, []string{hash},
-		tok, fp, s.now().UnixMilli(), ledgerTTL(lease), s.opts.keep().Milliseconds())
+		append([]any{tok, fp, now.UnixMilli(), ledgerTTL(lease), s.opts.keep().Milliseconds()}, histArgs(ctx, s.hist, now)...)...)
 	if err != nil {
 		return store.Claim{}, err
 	}
@@ -560,7 +605,8 @@ func (s *SyncRedis) Finish(ctx context.Context, route, key, tok string, out stor
 	hash, _, _ := s.place(route, key)
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	v, err := s.eval(ctx, s.durable, "finish", syncFinishScript, []string{hash}, tok, rec, ledgerTTL(retention))
+	v, err := s.eval(ctx, s.durable, "finish", syncFinishScript, []string{hash},
+		append([]any{tok, rec, ledgerTTL(retention), out.Status}, histArgs(ctx, s.hist, s.now())...)...)
 	return ownerReply("finish", v, err)
 }
 
@@ -586,7 +632,7 @@ func (s *SyncRedis) Release(ctx context.Context, route, key, tok string) error {
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	v, err := s.eval(ctx, s.run, "release", syncReleaseScript, []string{hash}, tok, drop)
+	v, err := s.eval(ctx, s.run, "release", syncReleaseScript, []string{hash}, append([]any{tok, drop}, histArgs(ctx, s.hist, s.now())...)...)
 	return ownerReply("release", v, err)
 }
 
@@ -611,7 +657,7 @@ func (s *SyncRedis) Reset(ctx context.Context, route, key string) (KeyState, err
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	v, err := s.eval(ctx, s.run, "reset", syncResetScript, keys, key, s.opts.ResetHold.Milliseconds())
+	v, err := s.eval(ctx, s.run, "reset", syncResetScript, keys, append([]any{key, s.opts.ResetHold.Milliseconds()}, histArgs(ctx, s.hist, s.now())...)...)
 	if err != nil {
 		return KeyState{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -517,8 +518,22 @@ func syncStore(cfg *config.Config, raw storeBackend, qb queue.Backend) (store.St
 		legacy = max(legacy, cfg.Routes[i].Retention)
 	}
 	legacy += cfg.Dedupe.LockTTL
-	return ledger.NewRedisStore(r, place, ledger.SyncOptions{ResetHold: cfg.Dedupe.LockTTL}, legacy), nil
+	rs := ledger.NewRedisStore(r, place, ledger.SyncOptions{ResetHold: cfg.Dedupe.LockTTL}, legacy)
+	rs.SetHistory(historyOptions(cfg))
+	return rs, nil
 }
+
+// historyOptions are the keys' history as cfg sets it.
+func historyOptions(cfg *config.Config) ledger.HistoryOptions {
+	return ledger.HistoryOptions{Cap: cfg.Dedupe.History, Keep: cfg.Dedupe.Retention, Instance: instanceName}
+}
+
+// instanceName names this instance in the keys' history: host and
+// process id.
+var instanceName = func() string {
+	host, _ := os.Hostname()
+	return host + "-" + strconv.Itoa(os.Getpid())
+}()
 
 // prepareSyncRoutes fixes the shard count of cfg's sync routes on the
 // Redis Streams queue (their keys live in their shards' slots); a Redis
@@ -622,6 +637,7 @@ func openKafka(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slo
 		l := ledger.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
 		l.UseBatcher(rc.RunScript)
 		l.UseDurable(rc.RunDurable)
+		l.SetHistory(historyOptions(cfg))
 		keys = l
 	} else if ms, ok := st.(*ledger.MemoryStore); ok {
 		// One record per key: the memory store's ledger.
@@ -779,6 +795,7 @@ func openStore(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (storeB
 			MaxKeys: store.DefaultMaxKeys, MaxBytes: int64(cfg.Store.Memory.MaxBytes),
 			OnEvict: m.StoreEvictions.Inc, ResetHold: cfg.Dedupe.LockTTL,
 		})
+		mem.SetHistory(historyOptions(cfg))
 		m.ObserveStoreBytes(mem.Bytes)
 		m.SetStoreDurability("no", "no", "", 0) // nothing survives a restart
 		return mem, nil

@@ -82,8 +82,16 @@ type Subject struct {
 func Run(t *testing.T, newLedger func(t *testing.T, clock *Clock) Subject) {
 	t.Helper()
 	all := append(append(cases[:len(cases):len(cases)], pendingCases...), orderCases...)
-	if _, ok := newLedger(t, NewClock()).Ledger.(ledger.Sync); ok {
+	probe := newLedger(t, NewClock()).Ledger
+	_, hist := probe.(Historian)
+	if hist {
+		all = append(all, historyCases...)
+	}
+	if _, ok := probe.(ledger.Sync); ok {
 		all = append(all, syncCases...)
+		if hist {
+			all = append(all, syncHistoryCases...)
+		}
 	}
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {

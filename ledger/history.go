@@ -1,0 +1,398 @@
+package ledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/clawgate/clawgate/store"
+)
+
+// A key's history: the newest entries, at most History.Cap, written by
+// the key's record in the same atomic step as the change each records
+// (one Lua script on Redis, under the lock in Memory), kept as long as
+// the record and, once an operator reset or deleted it, for
+// History.Keep. On Redis the entries are a list beside the record's
+// hash, in its slot: the hash's name followed by "\x1fh" (a key never
+// holds a control character, so no record has that name).
+//
+// Only a change to a record, or a record that exists, gets an entry: an
+// unauthenticated copy, or one of an unknown key, never creates one (see
+// Memory.Note), so forged keys cannot pin memory or Redis.
+
+// HistoryOptions configure the history.
+type HistoryOptions struct {
+	// Cap is the entries kept per key, oldest dropped first; 0: no
+	// history (nothing written).
+	Cap int
+	// Keep is how long the history of a key an operator reset or
+	// deleted outlives it; 0: store.DefaultAttemptsTTL.
+	Keep time.Duration
+	// Instance names this instance in its entries.
+	Instance string
+}
+
+func (o HistoryOptions) keep() time.Duration {
+	if o.Keep <= 0 {
+		return store.DefaultAttemptsTTL
+	}
+	return o.Keep
+}
+
+// histSuffix follows a record's hash name in its history list's name.
+const histSuffix = "\x1fh"
+
+// HistoryName names the history list of the record hash.
+func HistoryName(hash string) string { return hash + histSuffix }
+
+// memHistory is a key's history in Memory, oldest first.
+type memHistory struct {
+	e []store.HistoryEntry
+}
+
+func (h *memHistory) size() int64 {
+	if h == nil {
+		return 0
+	}
+	n := int64(0)
+	for _, e := range h.e {
+		n += 64 + int64(len(e.Instance)+len(e.RequestID)+len(e.Detail))
+	}
+	return n
+}
+
+// SetHistory sets the history's options; call it before use.
+func (m *Memory) SetHistory(o HistoryOptions) { m.histo = o }
+
+// hist appends an entry to k's history (nothing when it is off).
+func (m *Memory) hist(ctx context.Context, k *memLedgerKey, now time.Time, kind string, attempt int64, status int, detail string) {
+	if m.histo.Cap <= 0 || k == nil {
+		return
+	}
+	n := store.NoteFrom(ctx)
+	if status == 0 {
+		status = n.Status
+	}
+	if k.hist == nil {
+		k.hist = &memHistory{}
+	}
+	h := k.hist
+	if len(h.e) >= m.histo.Cap {
+		drop := len(h.e) - m.histo.Cap + 1
+		h.e = append(h.e[:0], h.e[drop:]...)
+	}
+	h.e = append(h.e, store.HistoryEntry{At: now.UTC().Truncate(time.Millisecond), Kind: kind, Instance: m.histo.Instance,
+		RequestID: n.RequestID, Attempt: attempt, Status: status, MS: n.UpstreamMS, Detail: detail + n.Suffix()})
+}
+
+// keepHistory leaves route r's key name, just forgotten with its history
+// h, a record holding the history for History.Keep (tomb, when not nil,
+// is the reset tombstone to carry it).
+func (m *Memory) keepHistory(r *memLedgerRoute, name string, h *memHistory, tomb *memLedgerKey, now time.Time) {
+	if h == nil || m.histo.Cap <= 0 {
+		return
+	}
+	until := now.Add(m.histo.keep())
+	if tomb != nil {
+		tomb.hist = h
+		if tomb.expires.Before(until) {
+			tomb.expires = until
+		}
+		return
+	}
+	k := &memLedgerKey{st: ledgerReset, expires: until, hist: h}
+	r.keys[name] = k
+	m.remember(r, name, k)
+}
+
+// History returns route's key's history, oldest first.
+func (m *Memory) History(_ context.Context, route, key string) ([]store.HistoryEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := m.route(route).key(key, m.now())
+	if k == nil || k.hist == nil {
+		return nil, nil
+	}
+	return append([]store.HistoryEntry(nil), k.hist.e...), nil
+}
+
+// Note appends an arrival that changed nothing to route's key's history
+// (a copy answered from an instance's local window, or refused 401),
+// only when the key has a record: a copy of an unknown key, or one that
+// was not authenticated, never creates a record or a history.
+func (m *Memory) Note(ctx context.Context, route, key, verdict string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	k := m.route(route).key(key, now)
+	if k == nil || k.st == ledgerReset && k.hist == nil {
+		return nil
+	}
+	m.hist(ctx, k, now, store.HistArrival, k.n, 0, verdict)
+	return nil
+}
+
+// Redis.
+
+// histLua is the history's part of the Lua library.
+var histLua = []luaFunc{
+	{"hist_args", `
+-- hist_args reads the history arguments from ARGV[i]: cap, keep ms, at
+-- ms, instance, request id, status, upstream ms, detail suffix; nil
+-- when the history is off (cap 0).
+local function hist_args(i)
+  local cap = tonumber(ARGV[i]) or 0
+  if cap <= 0 then
+    return nil
+  end
+  return {cap, tonumber(ARGV[i + 1]) or 0, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]}
+end
+`},
+	{"hist_add", `
+-- hist_add appends an entry to k's history (H from hist_args; nil: off),
+-- capped, living as long as k, or, with long (a reset or delete) or when
+-- k is gone, at least keep ms.
+local function hist_add(k, H, kind, attempt, status, detail, long)
+  if not H then
+    return
+  end
+  local hk = k .. '\31h'
+  if not status or status == 0 then
+    status = H[6]
+  end
+  redis.call('RPUSH', hk, table.concat({H[3], kind, H[4], H[5], tostring(attempt or 0), tostring(status), H[7], (detail or '') .. H[8]}, '\31'))
+  redis.call('LTRIM', hk, -H[1], -1)
+  local p = redis.call('PTTL', k)
+  if p == -1 and not long then
+    redis.call('PERSIST', hk)
+  elseif long or p < 0 then
+    redis.call('PEXPIRE', hk, math.max(p, H[2]))
+  else
+    redis.call('PEXPIRE', hk, p)
+  end
+end
+`},
+	{"hist_align", `
+-- hist_align makes k's history, when it has one, live as long as k.
+local function hist_align(k)
+  local hk = k .. '\31h'
+  if redis.call('EXISTS', hk) == 0 then
+    return
+  end
+  local p = redis.call('PTTL', k)
+  if p == -1 then
+    redis.call('PERSIST', hk)
+  elseif p > 0 then
+    redis.call('PEXPIRE', hk, p)
+  end
+end
+`},
+	{"seen_hist", `
+-- seen_hist appends the arrival key_seen's reply r tells of (fp the
+-- copy's fingerprint) and returns r.
+local function seen_hist(k, r, fp, H)
+  if H then
+    local v = 'queued'
+    if r[1] == 2 then
+      v = 'replayed'
+      if redis.call('HGET', k, 'fp') ~= fp then
+        v = 'conflict'
+      end
+    elseif r[3] == ENQ or r[3] == LOCK then
+      v = 'in_flight'
+    elseif r[5] ~= fp then
+      v = 'conflict'
+    end
+    hist_add(k, H, 'arrival', r[2], 0, v)
+  end
+  return r
+end
+`},
+	{"claim_hist", `
+-- claim_hist appends the arrival key_claim's reply r tells of (fp the
+-- copy's fingerprint; history arguments from ARGV[6]) and returns r.
+local function claim_hist(k, r, fp)
+  local H = hist_args(6)
+  if H then
+    local c, v = r[1], 'queued'
+    if c == 0 then
+      v = 'forwarded'
+    elseif c == 1 then
+      v = 'in_flight'
+    elseif c == 2 then
+      v = 'replayed'
+      if redis.call('HGET', k, 'fp') ~= fp then
+        v = 'conflict'
+      end
+    elseif r[5] ~= fp then
+      v = 'conflict'
+    end
+    hist_add(k, H, 'arrival', r[2], 0, v)
+  end
+  return r
+end
+`},
+	{"note_hist", `
+-- note_hist appends an arrival that changed nothing (verdict v) to k's
+-- history, only when k has a record or a history already.
+local function note_hist(k, H, v)
+  if not H then
+    return 0
+  end
+  if redis.call('EXISTS', k) == 0 and redis.call('EXISTS', k .. '\31h') == 0 then
+    return 0
+  end
+  hist_add(k, H, 'arrival', redis.call('HGET', k, 'n') or 0, 0, v)
+  return 1
+end
+`},
+}
+
+// histArgs are the history arguments of a script (hist_args): none but
+// a 0 cap when the history is off.
+func histArgs(ctx context.Context, o HistoryOptions, now time.Time) []any {
+	if o.Cap <= 0 {
+		return []any{0, 0, 0, "", "", 0, 0, ""}
+	}
+	n := store.NoteFrom(ctx)
+	return []any{o.Cap, o.keep().Milliseconds(), now.UnixMilli(), store.CleanField(o.Instance), store.CleanField(n.RequestID),
+		n.Status, n.UpstreamMS, store.CleanField(n.Suffix())}
+}
+
+// readHistory reads a history list (LRANGE), skipping what is not an
+// entry.
+func readHistory(vals []string) []store.HistoryEntry {
+	out := make([]store.HistoryEntry, 0, len(vals))
+	for _, v := range vals {
+		if e, ok := store.DecodeHistory(v); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+var (
+	// KEYS: key hash. ARGV: verdict, then the history's. Reply: 1
+	// appended, 0 not (no record).
+	noteScript = Script(`return note_hist(KEYS[1], hist_args(2), ARGV[1])`)
+	// KEYS: the history list. Reply: its entries.
+	historyScript = redis.NewScript(`return redis.call('LRANGE', KEYS[1], 0, -1)`)
+)
+
+// hargs is args followed by the history's.
+func (l *Redis) hargs(ctx context.Context, args ...any) []any {
+	return append(args, histArgs(ctx, l.histo, l.now())...)
+}
+
+// History returns route's key's history, oldest first.
+func (l *Redis) History(ctx context.Context, route, key string) ([]store.HistoryEntry, error) {
+	return l.syncer().History(ctx, route, key)
+}
+
+// Note appends an arrival that changed nothing to route's key's history
+// when the key has a record.
+func (l *Redis) Note(ctx context.Context, route, key, verdict string) error {
+	return l.syncer().Note(ctx, route, key, verdict)
+}
+
+// SetHistory sets the history's options; call it before use.
+func (s *SyncRedis) SetHistory(o HistoryOptions) { s.hist = o }
+
+// SetHistory sets the history's options of the sync routes' records;
+// call it before use.
+func (s *RedisStore) SetHistory(o HistoryOptions) { s.sync.SetHistory(o) }
+
+// SetHistory sets the history's options; call it before use (after
+// SetSync).
+func (l *Redis) SetHistory(o HistoryOptions) {
+	l.histo = o
+	if l.sync != nil {
+		l.sync.SetHistory(o)
+	}
+}
+
+// History returns route's key's history, oldest first.
+func (s *SyncRedis) History(ctx context.Context, route, key string) ([]store.HistoryEntry, error) {
+	hash, _, _ := s.place(route, key)
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	v, err := s.eval(ctx, s.run, "history", historyScript, []string{HistoryName(hash)})
+	if err != nil {
+		return nil, err
+	}
+	res, _ := v.([]any)
+	vals := make([]string, 0, len(res))
+	for _, x := range res {
+		if str, ok := x.(string); ok {
+			vals = append(vals, str)
+		}
+	}
+	return readHistory(vals), nil
+}
+
+// Note appends an arrival that changed nothing to route's key's history,
+// as Memory.Note does: only when the key has a record.
+func (s *SyncRedis) Note(ctx context.Context, route, key, verdict string) error {
+	if s.hist.Cap <= 0 {
+		return nil
+	}
+	hash, _, _ := s.place(route, key)
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	_, err := s.eval(ctx, s.run, "note", noteScript, []string{hash}, append([]any{verdict}, histArgs(ctx, s.hist, s.now())...)...)
+	return err
+}
+
+// History implements store.Historian.
+func (s *RedisStore) History(ctx context.Context, scoped string) ([]store.HistoryEntry, error) {
+	route, key := splitScoped(scoped)
+	return s.sync.History(ctx, route, key)
+}
+
+// Note appends an arrival that changed nothing to scoped's history when
+// the key has a record (HistoryNoter).
+func (s *RedisStore) Note(ctx context.Context, scoped, verdict string) error {
+	route, key := splitScoped(scoped)
+	return s.sync.Note(ctx, route, key, verdict)
+}
+
+// History implements store.Historian.
+func (s *MemoryStore) History(ctx context.Context, scoped string) ([]store.HistoryEntry, error) {
+	route, key := splitScoped(scoped)
+	return s.m.History(ctx, route, key)
+}
+
+// Note appends an arrival that changed nothing to scoped's history when
+// the key has a record (store.HistoryNoter).
+func (s *MemoryStore) Note(ctx context.Context, scoped, verdict string) error {
+	route, key := splitScoped(scoped)
+	return s.m.Note(ctx, route, key, verdict)
+}
+
+// SetHistory sets the history's options; call it before use.
+func (s *MemoryStore) SetHistory(o HistoryOptions) { s.m.SetHistory(o) }
+
+var (
+	_ store.Historian    = (*MemoryStore)(nil)
+	_ store.Historian    = (*RedisStore)(nil)
+	_ store.HistoryNoter = (*MemoryStore)(nil)
+	_ store.HistoryNoter = (*RedisStore)(nil)
+)
+
+// reservedVerdict is the verdict of a copy of known key k with
+// fingerprint fp arriving on a queue route.
+func reservedVerdict(k *memLedgerKey, fp string) string {
+	switch {
+	case k.st == ledgerEnqueuing || k.st == ledgerLocked:
+		return "in_flight"
+	case k.st == ledgerDone:
+		if out, err := store.DecodeOutcome(k.rec); err == nil && out.Fingerprint != "" && out.Fingerprint != fp {
+			return "conflict"
+		}
+		return "replayed"
+	case k.fp != "" && k.fp != fp:
+		return "conflict"
+	}
+	return "queued"
+}
