@@ -408,15 +408,27 @@ func (a *api) queueKey(route string) bool {
 }
 
 func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.EscapedPath(), "/history") {
+		a.getHistory(w, r)
+		return
+	}
 	route, key, ok := a.routeKey(w, r)
 	if !ok {
 		return
 	}
+	if ks, ok := a.readKey(w, r, route, key); ok {
+		writeJSON(w, http.StatusOK, ks)
+	}
+}
+
+// readKey reads route's key as the key API reports it; ok false when the
+// store or queue did not answer (the error answered).
+func (a *api) readKey(w http.ResponseWriter, r *http.Request, route, key string) (KeyState, bool) {
 	if a.queueKey(route) {
 		qs, err := a.Queue.Get(r.Context(), route, key)
 		if err != nil {
 			a.queueError(w, route, "", err)
-			return
+			return KeyState{}, false
 		}
 		if qs.State == queue.StateAbsent {
 			// A route switched from sync to queue answers a key the sync
@@ -424,22 +436,20 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 			st, err := a.Store.Get(r.Context(), idkey.Scoped(route, key))
 			if err != nil {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
-				return
+				return KeyState{}, false
 			}
 			if st.State != store.Absent {
-				writeJSON(w, http.StatusOK, a.syncKeyState(route, key, st))
-				return
+				return a.syncKeyState(route, key, st), true
 			}
 		}
-		writeJSON(w, http.StatusOK, queueKeyState(route, key, qs))
-		return
+		return queueKeyState(route, key, qs), true
 	}
 	st, err := a.Store.Get(r.Context(), idkey.Scoped(route, key))
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
-		return
+		return KeyState{}, false
 	}
-	writeJSON(w, http.StatusOK, a.syncKeyState(route, key, st))
+	return a.syncKeyState(route, key, st), true
 }
 
 // syncKeyState is a sync route's key as the key API reports it, both to a
@@ -467,7 +477,7 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 	if a.queueKey(route) {
 		// A queued key's delivery is cancelled: its leftover entry is
 		// dropped when a worker reads it.
-		qs, err := a.Queue.Delete(r.Context(), route, key)
+		qs, err := a.Queue.Delete(noted(r, "admin reset"), route, key)
 		if err != nil {
 			a.queueError(w, route, "", err)
 			return
@@ -475,7 +485,7 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 		forgot = queueKeyState(route, key, qs)
 		// The store's record of the key, from before a switch from sync,
 		// is forgotten too: it would still be answered.
-		st, err := a.Store.Delete(r.Context(), idkey.Scoped(route, key))
+		st, err := a.Store.Delete(noted(r, "admin reset"), idkey.Scoped(route, key))
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 			return
@@ -484,7 +494,7 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 			forgot = a.syncKeyState(route, key, st)
 		}
 	} else {
-		st, err := a.Store.Delete(r.Context(), idkey.Scoped(route, key))
+		st, err := a.Store.Delete(noted(r, "admin reset"), idkey.Scoped(route, key))
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 			return

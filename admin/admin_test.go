@@ -89,6 +89,7 @@ func newCluster(t *testing.T, redisAddr string, n int) *cluster {
 		reg := prometheus.NewRegistry()
 		log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 		keys := ledger.RedisStoreOn(st)
+		keys.SetHistory(ledger.HistoryOptions{Cap: cfg.Dedupe.History, Instance: fmt.Sprintf("node-%d", i)})
 		gw := proxy.New(cfg, proxy.Options{Store: keys, Metrics: metrics.New(reg), Logger: log})
 		ctx, cancel := context.WithCancel(context.Background())
 		st.SubscribeResets(ctx, gw.Forget)

@@ -253,7 +253,7 @@ func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if err := a.Queue.Replay(r.Context(), route, id); err != nil {
+	if err := a.Queue.Replay(noted(r, "dlq replay"), route, id); err != nil {
 		a.queueError(w, route, id, err)
 		return
 	}
@@ -268,7 +268,7 @@ func (a *api) purgeOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if err := a.Queue.Purge(r.Context(), route, id); err != nil {
+	if err := a.Queue.Purge(noted(r, "dlq purge"), route, id); err != nil {
 		a.queueError(w, route, id, err)
 		return
 	}

@@ -249,6 +249,17 @@ end
 `},
 }
 
+// HistoryArgs are the arguments a script of the Lua library's history
+// functions reads with hist_args(i), last of its ARGV; with status, when
+// not 0, as the entries' upstream status.
+func HistoryArgs(ctx context.Context, o HistoryOptions, now time.Time, status int) []any {
+	a := histArgs(ctx, o, now)
+	if status != 0 && o.Cap > 0 {
+		a[5] = status
+	}
+	return a
+}
+
 // histArgs are the history arguments of a script (hist_args): none but
 // a 0 cap when the history is off.
 func histArgs(ctx context.Context, o HistoryOptions, now time.Time) []any {
@@ -259,6 +270,10 @@ func histArgs(ctx context.Context, o HistoryOptions, now time.Time) []any {
 	return []any{o.Cap, o.keep().Milliseconds(), now.UnixMilli(), store.CleanField(o.Instance), store.CleanField(n.RequestID),
 		n.Status, n.UpstreamMS, store.CleanField(n.Suffix())}
 }
+
+// ReadHistory reads a history list (LRANGE), oldest first, skipping
+// what is not an entry.
+func ReadHistory(vals []string) []store.HistoryEntry { return readHistory(vals) }
 
 // readHistory reads a history list (LRANGE), skipping what is not an
 // entry.

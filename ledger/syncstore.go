@@ -109,7 +109,7 @@ if key_free(h[1], h[2]) then
     return old
   end
 end
-return key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+return claim_hist(KEYS[1], key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]), ARGV[2])
 `)
 	// KEYS: the version-1 lock and record of a key. Reply: {0} none,
 	// {1} held, {2, rec} finished; nothing changed.
@@ -148,8 +148,9 @@ func (s *RedisStore) Claim(ctx context.Context, scoped, fp string, lockTTL time.
 	tok := newSyncToken()
 	ctx, cancel := s.sync.ctx(ctx)
 	defer cancel()
+	now := s.sync.now()
 	v, err := s.sync.eval(ctx, s.sync.run, "claim", syncClaimV1Script, []string{hash, lock, done, attempts},
-		tok, fp, s.sync.now().UnixMilli(), ledgerTTL(lockTTL), s.sync.opts.keep().Milliseconds())
+		append([]any{tok, fp, now.UnixMilli(), ledgerTTL(lockTTL), s.sync.opts.keep().Milliseconds()}, histArgs(ctx, s.sync.hist, now)...)...)
 	if err != nil {
 		return store.Claim{}, err
 	}

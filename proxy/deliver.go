@@ -241,6 +241,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 	endVerify(vsp, rt.Verify.Scheme, secretID, err)
 	if err != nil {
 		rt.m.SignatureFailed(verify.Reason(err))
+		g.noteUnauthorized(d, verify.Reason(err))
 		return fail(http.StatusUnauthorized, metrics.OutcomeUnauthorized, "unauthorized", err)
 	}
 	if verify.Checks(rt.Verify.Scheme) {
@@ -316,7 +317,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 			endSettle(ssp, finished, "not_finished")
 		}()
 	}
-	adm = k.Claim(ctx)
+	adm = k.Claim(d.note(ctx))
 	endClaim(csp, adm)
 	if adm.Verdict == dedupe.Unavailable {
 		return g.storeDown(d, adm)
@@ -341,6 +342,7 @@ func (g *Gateway) deliver(d *delivery, buf *bytes.Buffer) error {
 // duplicate answers a delivery the window or the store knows as another
 // copy: finished (replayed, or 422 for another payload) or in flight (409).
 func (g *Gateway) duplicate(d *delivery, adm dedupe.Admission) error {
+	g.noteWindow(d, adm)
 	d.attempt = adm.Attempts
 	if adm.Verdict == dedupe.Busy {
 		if adm.Layer == "store" {

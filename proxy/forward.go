@@ -40,7 +40,7 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 		if k != nil {
 			reason := releaseReason(err)
 			_, ssp := g.step(d, d.sctx, spanSettle, trace.SpanKindInternal)
-			k.Release(ctx, reason)
+			k.Release(d.settleNote(ctx, 0), reason)
 			endSettle(ssp, false, reason)
 		}
 		return err
@@ -53,10 +53,10 @@ func (g *Gateway) forward(d *delivery, k *dedupe.Key) error {
 	if k != nil {
 		_, ssp := g.step(d, d.sctx, spanSettle, trace.SpanKindInternal)
 		if verdict.Classify(status).Finishes() {
-			k.Finish(ctx, outcomeOf(d, ans), d.attempt, rt.Retention)
+			k.Finish(d.settleNote(ctx, status), outcomeOf(d, ans), d.attempt, rt.Retention)
 			endSettle(ssp, true, "")
 		} else {
-			k.Release(ctx, "upstream_status")
+			k.Release(d.settleNote(ctx, status), "upstream_status")
 			endSettle(ssp, false, "upstream_status")
 		}
 	}

@@ -141,7 +141,7 @@ func (g *Gateway) enqueue(d *delivery, key string) (queue.Ack, error) {
 	ctx := d.in.context()
 	e := queue.Entry{Route: rt.Name, Key: key, Fingerprint: d.fp, Payload: req.AppendBinary(nil), FirstSeen: d.start}
 	e.Order, e.Stale = orderOf(rt, &d.in, d.body)
-	ack, err := g.queue.Enqueue(ctx, e)
+	ack, err := g.queue.Enqueue(d.note(ctx), e)
 	if err != nil {
 		return ack, unavailable(ctx, queueUnavailable, err)
 	}

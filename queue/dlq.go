@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/clawgate/clawgate/store"
 )
 
 // The operators' side of the queue: the DLQ and the keys of queue routes.
@@ -105,6 +107,17 @@ func (m *Manager) Delete(ctx context.Context, route, key string) (KeyState, erro
 	return m.o.Backend.Delete(ctx, route, key)
 }
 
+// History reports route's key's history from the backend, when it keeps
+// one apart from the store's (nil otherwise: the store's is the key's).
+func (m *Manager) History(ctx context.Context, route, key string) ([]store.HistoryEntry, error) {
+	if h, ok := m.o.Backend.(interface {
+		History(ctx context.Context, route, key string) ([]store.HistoryEntry, error)
+	}); ok {
+		return h.History(ctx, route, key)
+	}
+	return nil, nil
+}
+
 // ReplayStatus is a replay of a whole DLQ as the admin API shows it.
 type ReplayStatus struct {
 	Route string `json:"route"`
@@ -149,7 +162,7 @@ func (m *Manager) ReplayAll(route string) (ReplayStatus, error) {
 	jctx, jcancel := context.WithCancel(context.Background())
 	j := &replayJob{cancel: jcancel, done: make(chan struct{}), st: ReplayStatus{Route: route, State: "running", Total: st.DLQ, Rate: m.o.ReplayRate, Started: time.Now().UTC()}}
 	m.jobs[route] = j
-	go m.runReplay(jctx, j)
+	go m.runReplay(store.WithNote(jctx, store.Note{Action: "dlq replay all"}), j)
 	return j.st, nil
 }
 

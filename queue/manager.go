@@ -14,6 +14,7 @@ import (
 
 	"github.com/clawgate/clawgate/control"
 	"github.com/clawgate/clawgate/metrics"
+	"github.com/clawgate/clawgate/store"
 )
 
 // Sender forwards one try of a queued event to its route's upstream.
@@ -558,6 +559,7 @@ func (rn *runner) try(l Lease, probe bool) {
 		rn.skip(j, start)
 		return
 	}
+	sent := time.Now()
 	res := rn.m.o.Sender.Send(rn.work, name, j.Payload, j.Total)
 	if rn.work.Err() != nil && res.Err != nil {
 		// Cut by shutdown before the upstream answered: the entry goes
@@ -568,6 +570,7 @@ func (rn *runner) try(l Lease, probe bool) {
 	rn.report(res, probe)
 	probe = false
 	now := time.Now()
+	note := store.Note{Status: res.Status, UpstreamMS: now.Sub(sent).Milliseconds()}
 	s := rn.cfg.Retry.decide(j, res, now, rn.m.o.Jitter())
 	s.OrderHold = rn.cfg.OrderHold
 	// Also for a dead letter: how long an ordered value whose last event
@@ -579,7 +582,7 @@ func (rn *runner) try(l Lease, probe bool) {
 		s.Retention = rn.cfg.Retention
 		s.At = now
 	}
-	got, err := rn.settle(j, s, start.Add(rn.cfg.LockTTL-time.Second))
+	got, err := rn.settle(store.WithNote(context.Background(), note), j, s, start.Add(rn.cfg.LockTTL-time.Second))
 	rn.forget(l)
 	if err != nil {
 		rn.m.log.Error("queue: could not record a try's result; the entry will be tried again after lock_ttl",
@@ -617,10 +620,10 @@ func (rn *runner) try(l Lease, probe bool) {
 // settle records s, retrying a backend that does not answer until
 // deadline (just inside the lease), after which another instance may
 // take the entry over.
-func (rn *runner) settle(j Job, s Settlement, deadline time.Time) (Settled, error) {
+func (rn *runner) settle(nctx context.Context, j Job, s Settlement, deadline time.Time) (Settled, error) {
 	wait := 50 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(nctx, 2*time.Second)
 		got, err := rn.m.o.Backend.Settle(ctx, rn.m.o.Consumer, j, s)
 		cancel()
 		left := time.Until(deadline)
@@ -679,7 +682,7 @@ func (rn *runner) skip(j Job, start time.Time) {
 	// report).
 	now := time.Now()
 	s := Settlement{Kind: SettleDelivered, Outcome: SkippedOutcome(j.Fingerprint), Retention: rn.cfg.Retention, At: now}
-	got, err := rn.settle(j, s, start.Add(rn.cfg.LockTTL-time.Second))
+	got, err := rn.settle(context.Background(), j, s, start.Add(rn.cfg.LockTTL-time.Second))
 	rn.forget(j.Lease)
 	if err != nil {
 		rn.m.log.Error("queue: could not record a stale event as skipped; it will be looked at again after lock_ttl",

@@ -72,6 +72,8 @@ type Redis struct {
 	// syncOpen, when set (CheckSyncRecordsWhile), says whether syncKeys
 	// are read still.
 	syncOpen func() bool
+	// histo is the keys' history (SetHistory).
+	histo ledger.HistoryOptions
 
 	mu     sync.RWMutex
 	shards map[string]int
@@ -363,7 +365,7 @@ var (
 	enqueueScript = ledger.Script(`
 local r = key_seen(KEYS[1], ARGV[4])
 if r then
-  return r
+  return seen_hist(KEYS[1], r, ARGV[3], hist_args(11))
 end
 if #KEYS == 7 then
   local d = redis.call('GET', KEYS[6])
@@ -396,6 +398,7 @@ if ARGV[8] ~= '' then
 end
 redis.call('HSET', KEYS[2], 'key', ARGV[7], 'req', ARGV[5], 'first', ARGV[4])
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[7])
+hist_add(KEYS[1], hist_args(11), 'arrival', 1, 0, 'queued')
 return {0, 1}
 `)
 	// KEYS: key hash, event, stream, age. ARGV: entry id, eid, tok,
@@ -457,6 +460,11 @@ local qa, qt = key_begin(KEYS[1], KEYS[4], h, how, ARGV[2], ARGV[3], ARGV[1])
 -- when it requeues after Redis lost the stream, and must leave a begun
 -- entry alone. Drop it once no such release runs.
 redis.call('HSET', KEYS[1], 'ent', ARGV[1])
+if gate == 'stale' then
+  hist_add(KEYS[1], hist_args(8), 'skip', qt, 0, 'stale')
+else
+  hist_add(KEYS[1], hist_args(8), 'try', qt, 0, '')
+end
 return {1, qa, qt, ev[1], ev[2], h[5] or '', gate == 'stale' and 1 or 0}
 `)
 	// KEYS: key hash, event, stream, retry, age, dlq, dlq bytes.
@@ -492,8 +500,10 @@ local c = key_try(KEYS[1], eid, ARGV[4])
 if c then
   return c
 end
+local H = hist_args(16)
 if ARGV[5] == 'done' then
   key_finish(KEYS[1], KEYS[5], eid, ARGV[8], ARGV[9])
+  hist_add(KEYS[1], H, 'settle', redis.call('HGET', KEYS[1], 'qt'), 0, 'delivered')
   redis.call('DEL', KEYS[2])
   if ARGV[11] then
     hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], true, ARGV[9]), ARGV[13])
@@ -501,9 +511,11 @@ if ARGV[5] == 'done' then
 elseif ARGV[5] == 'retry' then
   key_retry(KEYS[1], ARGV[8])
   redis.call('ZADD', KEYS[4], ARGV[9], eid .. '|' .. ARGV[8] .. '|' .. ARGV[7])
+  hist_add(KEYS[1], H, 'retry', redis.call('HGET', KEYS[1], 'qt'), 0, 'retry')
 else
   local id = redis.call('XADD', KEYS[6], '*', 'e', eid)
   key_dead(KEYS[1], KEYS[5], eid, id, ARGV[8], ARGV[9], ARGV[10], ARGV[6])
+  hist_add(KEYS[1], H, 'dead', redis.call('HGET', KEYS[1], 'qt'), tonumber(ARGV[9]), ARGV[8])
   -- the event's DLQ entry, on the event too: earlier releases, running
   -- beside this one in a rolling upgrade, replay, purge and reset by it
   redis.call('HSET', KEYS[2], 'dlq', id)
@@ -552,6 +564,7 @@ if ARGV[4] then
   ord_assign(KEYS[1], ARGV[4], ARGV[3])
 end
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[3])
+hist_add(KEYS[1], hist_args(5), 'replay', redis.call('HGET', KEYS[1], 'qt'), 0, 'replayed')
 return 1
 `)
 	// KEYS: key hash, event, dlq, dlq bytes, stream. ARGV: eid,
@@ -570,6 +583,7 @@ if redis.call('DECRBY', KEYS[4], redis.call('HSTRLEN', KEYS[2], 'req')) < 0 then
 end
 redis.call('DEL', KEYS[2])
 key_purge(KEYS[1], ARGV[1], ARGV[2])
+hist_add(KEYS[1], hist_args(7), 'purge', redis.call('HGET', KEYS[1], 'qt'), 0, 'purged')
 if ARGV[3] then
   hand_back(ARGV[3], ARGV[4], KEYS[5], ord_done(KEYS[1], ARGV[3], ARGV[5], false, ARGV[2]), ARGV[6])
 end
@@ -585,7 +599,11 @@ return 1
 if ARGV[2] then
   hand_back(ARGV[2], ARGV[3], KEYS[5], ord_done(KEYS[1], ARGV[2], ARGV[4], false, nil), ARGV[5])
 end
+local qt = redis.call('HGET', KEYS[1], 'qt')
 local h, eid, dead, pos = key_delete(KEYS[1], KEYS[2])
+if redis.call('EXISTS', KEYS[1] .. '\31h') == 1 then
+  hist_add(KEYS[1], hist_args(6), 'delete', qt or 0, 0, 'deleted', true)
+end
 if eid then
   local ev = ARGV[1] .. eid
   if dead then
@@ -719,8 +737,9 @@ func (r *Redis) Enqueue(ctx context.Context, e Entry, maxDepth int) (Ack, error)
 		lock, done, attempts := r.syncKeys(e.Route, e.Key)
 		keys = append(keys, lock, done, attempts)
 	}
-	res, err := r.runDurable(ctx, enqueueScript, keys, eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key,
-		e.Order, e.Stale, r.orderPrefix(e.Route, shard)).Slice()
+	args := append([]any{eid, newToken(), e.Fingerprint, e.FirstSeen.UnixMilli(), e.Payload, perShard, e.Key,
+		e.Order, e.Stale, r.orderPrefix(e.Route, shard)}, r.hargs(ctx, 0)...)
+	res, err := r.runDurable(ctx, enqueueScript, keys, args...).Slice()
 	if err != nil {
 		return Ack{}, fail("enqueue", err)
 	}
@@ -842,7 +861,8 @@ func (r *Redis) Begin(ctx context.Context, l Lease) (Job, bool, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	keys := []string{r.keyHash(l.Route, l.Shard, l.Key), r.event(l.Route, l.Shard, l.EventID), r.stream(l.Route, l.Shard), r.ageSet(l.Route, l.Shard)}
-	res, err := r.run(ctx, beginScript, keys, l.Entry, l.EventID, l.Token, l.Consumer, l.claim, r.orderPrefix(l.Route, l.Shard), l.Key).Slice()
+	args := append([]any{l.Entry, l.EventID, l.Token, l.Consumer, l.claim, r.orderPrefix(l.Route, l.Shard), l.Key}, r.hargs(ctx, 0)...)
+	res, err := r.run(ctx, beginScript, keys, args...).Slice()
 	if err != nil {
 		return Job{}, false, fail("begin", err)
 	}
@@ -895,6 +915,11 @@ func (r *Redis) Settle(ctx context.Context, consumer string, j Job, s Settlement
 	}
 	hold, keep := s.OrderArgs()
 	args = append(args, r.orderPrefix(l.Route, l.Shard), r.keyPrefix(l.Route, l.Shard), newToken(), hold, keep)
+	status := 0
+	if s.Kind == SettleDelivered {
+		status = s.Outcome.Status
+	}
+	args = append(args, r.hargs(ctx, status)...)
 	n, err := r.runDurable(ctx, settleScript, keys, args...).Int64()
 	if err != nil {
 		return 0, fail("settle", err)
@@ -1208,7 +1233,8 @@ func (r *Redis) Replay(ctx context.Context, route, id string) error {
 		return err
 	}
 	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.stream(route, shard), r.dlq(route, shard), r.ageSet(route, shard), r.dlqBytes(route, shard)}
-	n, err := r.runDurable(ctx, replayScript, keys, id, newToken(), key, r.orderPrefix(route, shard)).Int64()
+	args := append([]any{id, newToken(), key, r.orderPrefix(route, shard)}, r.hargs(ctx, 0)...)
+	n, err := r.runDurable(ctx, replayScript, keys, args...).Int64()
 	if err != nil {
 		return fail("replay", err)
 	}
@@ -1227,8 +1253,9 @@ func (r *Redis) Purge(ctx context.Context, route, id string, retention time.Dura
 		return err
 	}
 	keys := []string{r.keyHash(route, shard, key), r.event(route, shard, id), r.dlq(route, shard), r.dlqBytes(route, shard), r.stream(route, shard)}
-	n, err := r.runDurable(ctx, purgeScript, keys, id, max(1, retention.Milliseconds()),
-		r.orderPrefix(route, shard), r.keyPrefix(route, shard), key, newToken()).Int64()
+	args := append([]any{id, max(1, retention.Milliseconds()),
+		r.orderPrefix(route, shard), r.keyPrefix(route, shard), key, newToken()}, r.hargs(ctx, 0)...)
+	n, err := r.runDurable(ctx, purgeScript, keys, args...).Int64()
 	if err != nil {
 		return fail("purge", err)
 	}
@@ -1275,8 +1302,9 @@ func (r *Redis) Delete(ctx context.Context, route, key string) (KeyState, error)
 		shard = s
 	}
 	keys := []string{r.keyHash(route, shard, key), r.ageSet(route, shard), r.dlq(route, shard), r.dlqBytes(route, shard), r.stream(route, shard)}
-	res, err := r.run(ctx, deleteScript, keys, r.event(route, shard, ""),
-		r.orderPrefix(route, shard), r.keyPrefix(route, shard), key, newToken()).Slice()
+	args := append([]any{r.event(route, shard, ""),
+		r.orderPrefix(route, shard), r.keyPrefix(route, shard), key, newToken()}, r.hargs(ctx, 0)...)
+	res, err := r.run(ctx, deleteScript, keys, args...).Slice()
 	if err != nil {
 		return KeyState{}, fail("delete", err)
 	}
@@ -1316,4 +1344,30 @@ func (r *Redis) keyShards(route, key string) []int {
 		}
 	}
 	return out
+}
+
+// SetHistory sets the keys' history options; call it before use.
+func (r *Redis) SetHistory(o ledger.HistoryOptions) { r.histo = o }
+
+// hargs are the history's script arguments (ledger.HistoryArgs).
+func (r *Redis) hargs(ctx context.Context, status int) []any {
+	return ledger.HistoryArgs(ctx, r.histo, time.Now(), status)
+}
+
+// History returns route's key's history, oldest first, from the shard
+// its record lives in.
+func (r *Redis) History(ctx context.Context, route, key string) ([]store.HistoryEntry, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	var out []store.HistoryEntry
+	for _, shard := range r.keyShards(route, key) {
+		vals, err := r.client.LRange(ctx, ledger.HistoryName(r.keyHash(route, shard, key)), 0, -1).Result()
+		if err != nil {
+			return nil, fail("history", err)
+		}
+		if len(vals) > 0 {
+			return ledger.ReadHistory(vals), nil
+		}
+	}
+	return out, nil
 }

@@ -45,7 +45,7 @@ func TestSettleRetriesUntilTheDeadlineWhenTheStoreComesBack(t *testing.T) {
 				start := time.Now()
 				b := &downUntil{until: start.Add(tc.back)}
 				rn := &runner{m: &Manager{o: Options{Backend: b, Consumer: "c"}}, work: t.Context()}
-				_, err := rn.settle(Job{}, Settlement{}, start.Add(tc.deadline))
+				_, err := rn.settle(context.Background(), Job{}, Settlement{}, start.Add(tc.deadline))
 				if (err == nil) != tc.ok {
 					t.Fatalf("settle after %d tries: err %v, want ok=%v", b.calls, err, tc.ok)
 				}

@@ -589,6 +589,7 @@ func openQueue(cfg *config.Config, st storeBackend, m *metrics.Metrics, log *slo
 			return nil, fmt.Errorf("queue.backend: redis needs the store on Redis")
 		}
 		q := queue.NewRedis(rc.Client(), rc.KeyPrefix(), rc.OpTimeout())
+		q.SetHistory(historyOptions(cfg))
 		q.UseBatcher(rc.RunScript)
 		q.UseDurable(rc.RunDurable)
 		// A route switched from sync to queue before the store moved to

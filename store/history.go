@@ -136,3 +136,21 @@ func DecodeHistory(s string) (HistoryEntry, bool) {
 type HistoryNoter interface {
 	Note(ctx context.Context, key, verdict string) error
 }
+
+// History implements Historian: the timed store's history, nil when it
+// keeps none.
+func (t *Timed) History(ctx context.Context, key string) ([]HistoryEntry, error) {
+	if h, ok := t.s.(Historian); ok {
+		return h.History(ctx, key)
+	}
+	return nil, nil
+}
+
+// Note implements HistoryNoter: nothing when the timed store keeps no
+// history.
+func (t *Timed) Note(ctx context.Context, key, verdict string) error {
+	if h, ok := t.s.(HistoryNoter); ok {
+		return h.Note(ctx, key, verdict)
+	}
+	return nil
+}
