@@ -20,7 +20,7 @@ type cliFlag struct {
 }
 
 // cliCommand is one command with its verbs and flags; a command with verbs
-// (keys get|reset) has the flags of each verb in verbs.
+// (keys get|reset|history) has the flags of each verb in verbs.
 type cliCommand struct {
 	command
 	verbs     []string

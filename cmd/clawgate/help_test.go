@@ -64,7 +64,7 @@ func TestKeysHelpExits0(t *testing.T) {
 		if code != 0 || errOut != "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
-		if !strings.HasPrefix(out, "usage: clawgate keys get|reset [flags] ROUTE KEY\n") || !strings.Contains(out, "-admin URL") {
+		if !strings.HasPrefix(out, "usage: clawgate keys get|reset|history [flags] ROUTE KEY\n") || !strings.Contains(out, "-admin URL") {
 			t.Errorf("%q: usage %q", args, out)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ func keysFlags(verb string, stdout, stderr io.Writer) (fs *flag.FlagSet, adminUR
 	}
 	fs = newFlags(name, stdout, stderr)
 	adminURL = fs.String("admin", "http://127.0.0.1:9090", "admin listener `URL`")
-	raw = fs.Bool("json", false, "reset: print the admin API's JSON answer instead of a sentence (get always prints JSON)")
+	raw = fs.Bool("json", false, "reset, history: print the admin API's JSON answer instead of a sentence or a timeline (get always prints JSON)")
 	return fs, adminURL, raw
 }
 
@@ -36,19 +37,20 @@ func isHelp(arg string) bool {
 
 // cmdKeys is the operator's tool over the admin key API:
 //
-//	clawgate keys get|reset [-admin URL] [-json] ROUTE KEY
+//	clawgate keys get|reset|history [-admin URL] [-json] ROUTE KEY
 //
 // get prints the key's state as the API's JSON; reset prints what was
-// forgotten (or, with -json, the API's JSON answer).
+// forgotten, history the key's timeline (or, with -json, the API's JSON
+// answer).
 func cmdKeys(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "get" && args[0] != "reset") {
+	if len(args) == 0 || (args[0] != "get" && args[0] != "reset" && args[0] != "history") {
 		fs, _, _ := keysFlags("", stdout, stderr)
 		if len(args) > 0 && isHelp(args[0]) {
 			printHelp(fs)
 			return 0
 		}
 		if len(args) > 0 {
-			fmt.Fprintf(stderr, "clawgate keys: unknown verb %q: want get or reset\n", args[0])
+			fmt.Fprintf(stderr, "clawgate keys: unknown verb %q: want get, reset or history\n", args[0])
 		}
 		fs.Usage()
 		return 2
@@ -87,6 +89,9 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 		method = http.MethodDelete
 	}
 	u := strings.TrimSuffix(base.String(), "/") + "/admin/keys/" + url.PathEscape(route) + "/" + url.PathEscape(key)
+	if verb == "history" {
+		u += "/history"
+	}
 	req, err := http.NewRequest(method, u, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "clawgate keys: %v\n", err)
@@ -106,6 +111,15 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 			stdout.Write(body)
 			return 0
 		}
+		if verb == "history" {
+			var h admin.History
+			if err := json.Unmarshal(body, &h); err != nil || h.Route == "" {
+				fmt.Fprintf(stderr, "clawgate keys: the admin API's history is not understood (an older gateway?): %s\n", strings.TrimSpace(string(body)))
+				return 1
+			}
+			printTimeline(stdout, h)
+			return 0
+		}
 		var res admin.ResetResult
 		if err := json.Unmarshal(body, &res); err != nil || !res.Reset {
 			fmt.Fprintf(stderr, "clawgate keys: the admin API's answer to the reset is not understood (an older gateway?): %s\n", strings.TrimSpace(string(body)))
@@ -116,6 +130,10 @@ func cmdKeys(args []string, stdout, stderr io.Writer) int {
 	case http.StatusUnauthorized:
 		fmt.Fprintln(stderr, "clawgate keys: the admin API refused the token: set $CLAWGATE_ADMIN_TOKEN to the gateway's admin token")
 	case http.StatusNotFound:
+		if verb == "history" && strings.Contains(string(body), "unknown key") {
+			fmt.Fprintf(stderr, "clawgate keys: %s %s has no record and no history\n", route, clean(key))
+			return 1
+		}
 		fmt.Fprintf(stderr, "clawgate keys: unknown route %q (or no admin API at %s)\n", route, base.Redacted())
 	default:
 		fmt.Fprintf(stderr, "clawgate keys: %s: %s\n", resp.Status, apiError(body))
@@ -158,4 +176,52 @@ func plural(n int64, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// printTimeline prints a key's history one entry a line, oldest first:
+//
+//	orders evt_1: finished, 3 events
+//	2026-12-05T04:31:02.123Z  arrival  forwarded secret=k1 client=10.0.0.7  copy 1  req 9f2c  on gw-1-4242
+//	2026-12-05T04:31:02.140Z  settle   finished  try 1  status 200  17 ms  req 9f2c  on gw-1-4242
+//
+// Every field from a delivery is printed with its control characters
+// escaped: a request id or key cannot move the terminal's cursor.
+func printTimeline(w io.Writer, h admin.History) {
+	fmt.Fprintf(w, "%s %s: %s, %s\n", clean(h.Route), clean(h.Key), clean(h.State), plural(int64(len(h.Events)), "event"))
+	for _, e := range h.Events {
+		parts := []string{e.At, fmt.Sprintf("%-8s", clean(e.Kind))}
+		if e.Detail != "" {
+			parts = append(parts, clean(e.Detail))
+		}
+		if e.Attempt > 0 {
+			n := "try"
+			if e.Kind == "arrival" {
+				n = "copy"
+			}
+			parts = append(parts, fmt.Sprintf("%s %d", n, e.Attempt))
+		}
+		if e.Status != 0 {
+			parts = append(parts, fmt.Sprintf("status %d", e.Status))
+		}
+		if e.MS != 0 {
+			parts = append(parts, fmt.Sprintf("%d ms", e.MS))
+		}
+		if e.RequestID != "" {
+			parts = append(parts, "req "+clean(e.RequestID))
+		}
+		if e.Instance != "" {
+			parts = append(parts, "on "+clean(e.Instance))
+		}
+		fmt.Fprintln(w, strings.Join(parts, "  "))
+	}
+}
+
+// clean escapes s's control characters (as Go's %q would) so that what a
+// delivery carried prints as text.
+func clean(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 }) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

@@ -47,10 +47,12 @@ var commands = []command{
 			"dead_lettered (exit 1), for at most -wait. A route\n" +
 			"with a provider (or -provider NAME) gets that provider's kind of event,\n" +
 			"signed as the provider signs it, before the provider is wired."},
-	{"keys", "get|reset [flags] ROUTE KEY", "show or reset an idempotency key over the admin API",
+	{"keys", "get|reset|history [flags] ROUTE KEY", "show, reset or trace an idempotency key over the admin API",
 		"get shows a key's state, attempts and stored status. reset forgets the key,\n" +
-			"so that its next delivery is forwarded to the upstream again. The admin\n" +
-			"token is read from $CLAWGATE_ADMIN_TOKEN."},
+			"so that its next delivery is forwarded to the upstream again. history\n" +
+			"prints the key's timeline: each copy's arrival and verdict, each try, the\n" +
+			"settle, dead-lettering, replays, resets and purges (-json: the API's\n" +
+			"answer). The admin token is read from $CLAWGATE_ADMIN_TOKEN."},
 	{"dlq", "list|replay|purge [flags] ROUTE [ID]", "list, replay or purge the dead-lettered events of a delivery: queue route",
 		"list prints a queue route's dead-letter queue, one page (-all: every page).\n" +
 			"replay ROUTE ID queues one event again; replay -all ROUTE replays the whole\n" +
