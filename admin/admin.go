@@ -485,7 +485,13 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request) {
 		forgot = queueKeyState(route, key, qs)
 		// The store's record of the key, from before a switch from sync,
 		// is forgotten too: it would still be answered.
-		st, err := a.Store.Delete(noted(r, "admin reset"), idkey.Scoped(route, key))
+		ctx := noted(r, "admin reset")
+		if qs.State != queue.StateAbsent {
+			// The queue's delete recorded the reset in the key's history
+			// (the store keeps the same record, or none of this key).
+			ctx = store.WithNote(ctx, store.Note{Unrecorded: true})
+		}
+		st, err := a.Store.Delete(ctx, idkey.Scoped(route, key))
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error(), "route": route})
 			return

@@ -71,6 +71,9 @@ func (m *Memory) hist(ctx context.Context, k *memLedgerKey, now time.Time, kind 
 		return
 	}
 	n := store.NoteFrom(ctx)
+	if n.Unrecorded {
+		return
+	}
 	if status == 0 {
 		status = n.Status
 	}
@@ -263,10 +266,10 @@ func HistoryArgs(ctx context.Context, o HistoryOptions, now time.Time, status in
 // histArgs are the history arguments of a script (hist_args): none but
 // a 0 cap when the history is off.
 func histArgs(ctx context.Context, o HistoryOptions, now time.Time) []any {
-	if o.Cap <= 0 {
+	n := store.NoteFrom(ctx)
+	if o.Cap <= 0 || n.Unrecorded {
 		return []any{0, 0, 0, "", "", 0, 0, ""}
 	}
-	n := store.NoteFrom(ctx)
 	return []any{o.Cap, o.keep().Milliseconds(), now.UnixMilli(), store.CleanField(o.Instance), store.CleanField(n.RequestID),
 		n.Status, n.UpstreamMS, store.CleanField(n.Suffix())}
 }

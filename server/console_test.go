@@ -369,14 +369,18 @@ func TestConsoleBrowser(t *testing.T) {
 		if got := consoleEval[string](b, `document.querySelector('#key dd').textContent`); got != xssScript {
 			t.Errorf("key shown as %q", got)
 		}
-		// Until the gateway records a key's history, the page says so.
-		var hist struct {
-			Events []any `json:"events"`
+		// The timeline: the arrival, the try the upstream refused, the
+		// dead-lettering with its reason, each row built of text.
+		b.wait("the history table", `document.querySelectorAll('#history tbody tr[data-kind]').length >= 3`)
+		kinds := consoleEval[string](b, `[...document.querySelectorAll('#history tbody tr[data-kind]')].map(r => r.dataset.kind).join(" ")`)
+		if kinds != "arrival try dead" {
+			t.Errorf("history rows %q, want arrival try dead", kinds)
 		}
-		if code := in.adminJSON("GET", "/admin/keys/orders/"+encodeURIComponent(xssScript)+"/history", &hist); code == http.StatusNotFound || hist.Events == nil {
-			b.wait("the history note", `document.querySelector('#history').textContent.includes("history is not recorded by this gateway")`)
-		} else {
-			b.wait("the history table", `document.querySelectorAll('#history tbody tr').length > 0`)
+		if d := consoleEval[string](b, `document.querySelector('#history tr[data-kind="dead"] td.detail').textContent`); d != "rejected:400" {
+			t.Errorf("dead row detail %q", d)
+		}
+		if d := consoleEval[string](b, `document.querySelector('#history tr[data-kind="arrival"] td.detail').textContent`); !strings.HasPrefix(d, "queued") {
+			t.Errorf("arrival row detail %q", d)
 		}
 		if typ := consoleEval[string](b, `typeof window.__xss`); typ != "undefined" {
 			t.Errorf("window.__xss is %s: the attacker's markup ran", typ)
@@ -391,6 +395,8 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		b.click(`button[data-action="confirm"]`)
 		b.wait("the reset key", `document.getElementById('key-state') && document.getElementById('key-state').textContent === "absent"`)
+		// The reset is the timeline's last row, the history kept.
+		b.wait("the reset in the history", `[...document.querySelectorAll('#history tbody tr[data-kind]')].map(r => r.dataset.kind).join(" ") === "arrival try dead delete"`)
 		if st := in.keyState(xssScript).State; st != "absent" {
 			t.Errorf("after the reset the key is %s, want absent", st)
 		}

@@ -47,12 +47,15 @@ const (
 // context (WithNote); a transition without one records its entry with
 // these fields empty.
 type Note struct {
-	Instance   string
-	RequestID  string
-	Secret     string // the secret id that verified the copy
-	Client     string // the client address
-	Action     string // an operator action ("admin reset", "dlq replay")
-	Status     int    // the upstream status, for a release or a retry
+	Instance  string
+	RequestID string
+	Secret    string // the secret id that verified the copy
+	Client    string // the client address
+	Action    string // an operator action ("admin reset", "dlq replay")
+	Status    int    // the upstream status, for a release or a retry
+	// Unrecorded: the transition records no entry (an operator action
+	// already recorded by the call before it on the same record).
+	Unrecorded bool
 	UpstreamMS int64
 }
 

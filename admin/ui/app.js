@@ -315,16 +315,20 @@ async function keyPage(my, route, key) {
   try {
     const h = await api("GET", path + "/history");
     if (!h || !Array.isArray(h.events)) throw { status: 404 };
-    const rows = h.events.map((ev) => el("tr", {},
-      el("td", {}, time(ev.at)), el("td", {}, ev.kind), el("td", {}, ev.instance || ""), el("td", { class: "mono" }, ev.request_id || ""),
+    // The timeline, oldest first; every field is text (a request id, a
+    // detail may carry what a caller sent).
+    const rows = h.events.map((ev) => el("tr", { "data-kind": ev.kind },
+      el("td", { class: "mono" }, (ev.at || "").replace("T", " ")), el("td", { class: "kind" }, ev.kind), el("td", {}, ev.instance || ""), el("td", { class: "mono" }, ev.request_id || ""),
       el("td", {}, ev.attempt ? String(ev.attempt) : ""), el("td", {}, ev.status ? String(ev.status) : ""),
-      el("td", {}, ev.ms !== undefined ? String(ev.ms) : ""), el("td", { class: "mono" }, ev.detail || "")));
+      el("td", {}, ev.ms ? String(ev.ms) : ""), el("td", { class: "mono detail" }, ev.detail || "")));
     history.replaceChildren(el("h2", {}, "History"), el("table", {},
       el("thead", {}, el("tr", {}, ["At", "Kind", "Instance", "Request", "Attempt", "Status", "ms", "Detail"].map((x) => el("th", {}, x)))),
       el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No entries.")))));
   } catch (e) {
     if (e.status !== 404) throw e;
-    history.replaceChildren(el("h2", {}, "History"), el("p", { class: "muted" }, "history is not recorded by this gateway"));
+    // 404: the key has neither a record nor a history (never seen, its
+    // retention over, or dedupe.history is 0).
+    history.replaceChildren(el("h2", {}, "History"), el("p", { class: "muted" }, "No history for this key (never seen, expired, or dedupe.history is 0)."));
   }
 }
 
