@@ -22,6 +22,9 @@
 #                             fixed-rate case would measure nothing)
 #   clawgate-memory           clawgate (net/http front door) on the memory store
 #   clawgate-redis            the same on Redis
+#   clawgate-redis-nohistory  clawgate-redis's config plus `dedupe: { history: 0 }`
+#                             (no key keeps a history); the report compares
+#                             clawgate-redis's req/s with its own, unique case
 #   clawgate-fasthttp-memory  clawgate-memory's config plus `server: fasthttp`
 #   clawgate-fasthttp-redis   clawgate-redis's config plus `server: fasthttp`
 #   clawgate-redis-queue      clawgate on Redis with `delivery: queue` (answers 202
@@ -75,7 +78,7 @@
 #                     no log line in HAProxy's and Caddy's configs
 #   BENCH_CASES="unique dup mix"
 #   BENCH_TARGETS="direct nginx haproxy caddy floor-forward floor-answer
-#                  clawgate-memory clawgate-redis
+#                  clawgate-memory clawgate-redis clawgate-redis-nohistory
 #                  clawgate-fasthttp-memory clawgate-fasthttp-redis
 #                  clawgate-redis-queue clawgate-redis-queue-ordered
 #                  clawgate-kafka-queue"
@@ -124,7 +127,7 @@ SCALE_REDIS_KEYS=${SCALE_REDIS_KEYS:-1000000}
 SCALE_DEPTHS=${SCALE_DEPTHS:-0,100000,1000000}
 BENCH_LOGS=${BENCH_LOGS:-file}
 BENCH_CASES=${BENCH_CASES:-unique dup mix}
-ALL_TARGETS="direct nginx haproxy caddy floor-forward floor-answer clawgate-memory clawgate-redis clawgate-fasthttp-memory clawgate-fasthttp-redis clawgate-redis-queue clawgate-redis-queue-ordered clawgate-kafka-queue"
+ALL_TARGETS="direct nginx haproxy caddy floor-forward floor-answer clawgate-memory clawgate-redis clawgate-redis-nohistory clawgate-fasthttp-memory clawgate-fasthttp-redis clawgate-redis-queue clawgate-redis-queue-ordered clawgate-kafka-queue"
 BENCH_TARGETS=${BENCH_TARGETS:-$ALL_TARGETS}
 QUEUE_DRAIN=${QUEUE_DRAIN:-60}
 ORDER_OBJECTS=${ORDER_OBJECTS:-1000}
@@ -453,13 +456,17 @@ stop_kafka() {
 # --- clawgate --------------------------------------------------------------
 
 # write_config NAME: clawgate-NAME.yaml for target clawgate-NAME (memory,
-# redis, fasthttp-memory, fasthttp-redis, redis-queue, redis-queue-ordered,
-# kafka-queue). The fasthttp- ones are the same config plus `server:
+# redis, redis-nohistory, fasthttp-memory, fasthttp-redis, redis-queue,
+# redis-queue-ordered, kafka-queue). redis-nohistory is redis's plus
+# `dedupe: { history: 0 }`. The fasthttp- ones are the same config plus `server:
 # fasthttp`, the front door on fasthttp's server instead of net/http's;
 # redis-queue-ordered is redis-queue's plus `order: { by:
 # "json:data.object.id" }`.
 write_config() {
-	local store="backend: memory" queue="" delivery="" server=""
+	local store="backend: memory" queue="" delivery="" server="" dedupe=""
+	[[ $1 == *-nohistory ]] && dedupe="
+dedupe:
+  history: 0"
 	[[ $1 == fasthttp-* ]] && server="
 server: fasthttp"
 	[[ $1 == *redis* || $1 == kafka-queue ]] && store="backend: redis
@@ -488,7 +495,7 @@ listen: "127.0.0.1:$CG_PORT"$server
 admin:
   listen: "127.0.0.1:$CG_ADMIN_PORT"
 store:
-  $store
+  $store$dedupe
 $queue
 routes:
   - name: bench

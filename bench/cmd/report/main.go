@@ -59,7 +59,7 @@ func (r rec) f(k string) float64 {
 var (
 	cases   = []string{"unique", "dup", "mix"}
 	targets = []string{"direct", "nginx", "haproxy", "caddy", floorForward, floorAnswer, "clawgate-memory", "clawgate-redis",
-		"clawgate-fasthttp-memory", "clawgate-fasthttp-redis", queueTarget, orderedTarget, kafkaTarget}
+		"clawgate-fasthttp-memory", "clawgate-fasthttp-redis", historyOffTarget, queueTarget, orderedTarget, kafkaTarget}
 	caseDoc = map[string]string{
 		"unique": "unique (new key each)",
 		"dup":    "duplicates (one key)",
@@ -76,6 +76,7 @@ var (
 		"clawgate-redis":           "clawgate (redis)",
 		"clawgate-fasthttp-memory": "clawgate fasthttp (memory)",
 		"clawgate-fasthttp-redis":  "clawgate fasthttp (redis)",
+		historyOffTarget:           "clawgate (redis, no history)",
 		queueTarget:                "clawgate (redis, queue)",
 		orderedTarget:              "clawgate (redis, queue, ordered)",
 		kafkaTarget:                "clawgate (kafka, queue)",
@@ -101,6 +102,49 @@ const (
 	orderedAckGoal       = 0.9
 	orderedDeliveredGoal = 0.8
 )
+
+// historyOffTarget is clawgate-redis with dedupe.history: 0: the keys
+// keep no history. clawgate-redis (the default, 50 entries a key) over it
+// in the same round, unique case, is what writing the history costs
+// (historyGoal).
+const historyOffTarget = "clawgate-redis-nohistory"
+
+// historyGoal: clawgate-redis's req/s with the history at least this
+// times clawgate-redis-nohistory's, unique case, median of the per-round
+// ratios.
+const historyGoal = 0.95
+
+// The history's row in the targets table, and its line.
+const (
+	historyName     = "unique, clawgate (redis) req/s / clawgate (redis, no history) req/s, same round"
+	historyLineName = "Key history on Redis (dedupe.history: 50, the default) against none (dedupe.history: 0), unique case, same round"
+)
+
+// historyLine says the history's cost: clawgate-redis over
+// clawgate-redis-nohistory, unique case, with its goal.
+func (r *report) historyLine() string {
+	rps, cpu := r.ratioTo("unique", "clawgate-redis", historyOffTarget)
+	on, off := r.rows["unique"]["clawgate-redis"], r.rows["unique"][historyOffTarget]
+	if on == nil || off == nil || math.IsNaN(rps) {
+		return "not measured (needs the unique case on clawgate-redis and clawgate-redis-nohistory)"
+	}
+	verdict := "MISSED"
+	if rps >= historyGoal-1e-9 {
+		verdict = "met"
+	}
+	return fmt.Sprintf("req/s %s (medians %.0f ÷ %.0f; goal: at least %.2f: %s), median of the per-round ratios; CPU per request of all "+
+		"the processes during the load, without history ÷ with, %s (no goal)", x(rps), on.rps, off.rps, historyGoal, verdict, x(cpu))
+}
+
+// hasHistoryOff tells whether clawgate-redis-nohistory took part.
+func (r *report) hasHistoryOff() bool {
+	for _, c := range cases {
+		if r.rows[c][historyOffTarget] != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // kafkaTarget is the same queue route with queue.backend kafka against
 // kfake (bench/cmd/kfake), the keys' ledger on the same Redis. Its ratio to
@@ -649,6 +693,11 @@ func (r *report) targetChecks() {
 		}
 		r.checks = append(r.checks, ch)
 	}
+	ch = check{name: historyName, want: fmt.Sprintf(">= %.2f", historyGoal)}
+	if v, _ := r.ratioTo("unique", "clawgate-redis", historyOffTarget); !math.IsNaN(v) {
+		ch.have, ch.ok, ch.got = true, v >= historyGoal-1e-9, fmt.Sprintf("%.2f", v)
+	}
+	r.checks = append(r.checks, ch)
 	for _, t := range []string{"clawgate-memory", "clawgate-redis"} {
 		ch := check{name: fmt.Sprintf("fixed rate, p99 added by %s minus nginx's", targetDoc[t]), want: "<= 1.00 ms"}
 		if rr := r.rate[t]; rr != nil && !math.IsNaN(rr.vsNginx) {
@@ -1173,6 +1222,9 @@ func (r *report) text(w io.Writer) {
 	if r.hasOrdered() {
 		fmt.Fprintf(w, "%s: %s\n", orderedLineName, r.orderedLine())
 	}
+	if r.hasHistoryOff() {
+		fmt.Fprintf(w, "%s: %s\n", historyLineName, r.historyLine())
+	}
 	if r.hasKafka() {
 		fmt.Fprintf(w, "%s: %s\n", kafkaLineName, r.kafkaLine())
 		fmt.Fprintf(w, "NOTE: kafka (kfake) is an in-process Go fake of Kafka on loopback, no disk, no replication: not a real cluster's figures\n")
@@ -1284,6 +1336,11 @@ func (r *report) markdown(w io.Writer, meta []string) {
 	fmt.Fprintf(w, "**%s**: %s.\n", queueLineName, r.queueLine())
 	if r.hasOrdered() {
 		fmt.Fprintf(w, "\n**%s**: %s.\n", orderedLineName, r.orderedLine())
+	}
+	if r.hasHistoryOff() {
+		fmt.Fprintf(w, "\n**%s**: %s. *clawgate (redis, no history)* is clawgate (redis)'s config plus `dedupe: { history: 0 }`: "+
+			"no key keeps a history, so the ratio is what writing each key's history (inside the same Lua script as the claim and the "+
+			"finish: no extra round trip) costs.\n", historyLineName, r.historyLine())
 	}
 	if r.hasKafka() {
 		fmt.Fprintf(w, "\n**%s**: %s.\n", kafkaLineName, r.kafkaLine())

@@ -544,3 +544,63 @@ PASS
 		t.Error("a value that is not a number was accepted")
 	}
 }
+
+// The key history's cost: clawgate-redis (history on, the default) over
+// clawgate-redis-nohistory in the same round, unique case, median of the
+// per-round ratios, against its goal.
+func TestHistoryCost(t *testing.T) {
+	cpu := "total_cpu_us=100000"
+	r := analyse(parse(`
+kind=wrk round=1 case=unique target=clawgate-redis rps=960 requests=1000 ` + cpu + `
+kind=wrk round=1 case=unique target=clawgate-redis-nohistory rps=1000 requests=1000 ` + cpu + `
+kind=wrk round=2 case=unique target=clawgate-redis rps=450 requests=1000 ` + cpu + `
+kind=wrk round=2 case=unique target=clawgate-redis-nohistory rps=500 requests=1000 ` + cpu + `
+kind=wrk round=3 case=unique target=clawgate-redis rps=990 requests=1000 ` + cpu + `
+kind=wrk round=3 case=unique target=clawgate-redis-nohistory rps=1000 requests=1000 ` + cpu + `
+`))
+	// 0.96, 0.90, 0.99: median 0.96 (the medians' ratio, 960/1000, agrees
+	// here by chance only).
+	verdict := map[string]string{}
+	for _, c := range r.checks {
+		verdict[c.name] = c.verdict() + " " + c.got
+	}
+	if v := verdict[historyName]; v != "met 0.96" {
+		t.Errorf("history check: %q", v)
+	}
+	var b strings.Builder
+	r.text(&b)
+	txt := strings.Join(strings.Fields(b.String()), " ")
+	mustContain(t, "text", txt, []string{
+		historyLineName + ": req/s 0.96 (medians 960 ÷ 1000; goal: at least 0.95: met)",
+		historyName + " 0.96 >= 0.95 met",
+	})
+	var md strings.Builder
+	r.markdown(&md, nil)
+	mustContain(t, "markdown", md.String(), []string{
+		"**" + historyLineName + "**: req/s 0.96",
+		"| " + historyName + " | 0.96 | >= 0.95 | met |",
+		"`dedupe: { history: 0 }`",
+	})
+	// A round where the history costs more than 5 % of the median: missed.
+	r = analyse(parse(`
+kind=wrk round=1 case=unique target=clawgate-redis rps=900 requests=1000 ` + cpu + `
+kind=wrk round=1 case=unique target=clawgate-redis-nohistory rps=1000 requests=1000 ` + cpu + `
+`))
+	for _, c := range r.checks {
+		if c.name == historyName && c.verdict() != "MISSED" {
+			t.Errorf("0.90: %s", c.verdict())
+		}
+	}
+	// Without the target: not measured, and no line.
+	r = analyse(parse(`kind=wrk round=1 case=unique target=clawgate-redis rps=900 requests=1000 ` + cpu))
+	for _, c := range r.checks {
+		if c.name == historyName && c.verdict() != "not measured" {
+			t.Errorf("without the target: %s", c.verdict())
+		}
+	}
+	b.Reset()
+	r.text(&b)
+	if strings.Contains(b.String(), historyLineName) {
+		t.Errorf("history line without the target:\n%s", b.String())
+	}
+}
