@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -55,9 +56,11 @@ func (h *memHistory) size() int64 {
 	if h == nil {
 		return 0
 	}
-	n := int64(0)
+	// The struct, the entries' backing array, and the strings each entry
+	// holds alone (the instance name is shared, the kinds are constants).
+	n := int64(unsafe.Sizeof(*h)) + int64(cap(h.e))*int64(unsafe.Sizeof(store.HistoryEntry{}))
 	for _, e := range h.e {
-		n += 64 + int64(len(e.Instance)+len(e.RequestID)+len(e.Detail))
+		n += int64(len(e.RequestID) + len(e.Detail))
 	}
 	return n
 }

@@ -454,21 +454,29 @@ func benchRedis(b *testing.B) *ledger.RedisStore {
 	return r
 }
 
+// BenchmarkRedisClaimFinish: a unique delivery's two scripts, without a
+// history (history=0) and with the default one (history=50: an entry
+// written by each script, with what the gateway notes of a delivery).
 func BenchmarkRedisClaimFinish(b *testing.B) {
-	ctx := context.Background()
-	r := benchRedis(b)
-	out := store.Outcome{Status: 200, ContentType: "application/json", Body: make([]byte, 100), Fingerprint: storetest.FpA}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		key := "orders:" + strconv.Itoa(i)
-		c, err := r.Claim(ctx, key, storetest.FpA, time.Minute)
-		if err != nil || c.State != store.Claimed {
-			b.Fatal(c, err)
-		}
-		if err := r.Finish(ctx, key, c.Token, out, time.Hour); err != nil {
-			b.Fatal(err)
-		}
+	for _, hist := range []int{0, 50} {
+		b.Run("history="+strconv.Itoa(hist), func(b *testing.B) {
+			ctx := store.WithNote(context.Background(), store.Note{RequestID: "0123456789abcdef0123456789abcdef", Secret: "k1", Client: "203.0.113.7"})
+			r := benchRedis(b)
+			r.SetHistory(ledger.HistoryOptions{Cap: hist, Instance: "bench-host-4242"})
+			out := store.Outcome{Status: 200, ContentType: "application/json", Body: make([]byte, 100), Fingerprint: storetest.FpA}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				key := "orders:" + strconv.Itoa(i)
+				c, err := r.Claim(ctx, key, storetest.FpA, time.Minute)
+				if err != nil || c.State != store.Claimed {
+					b.Fatal(c, err)
+				}
+				if err := r.Finish(ctx, key, c.Token, out, time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
