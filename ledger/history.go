@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -14,9 +15,9 @@ import (
 // the key's record in the same atomic step as the change each records
 // (one Lua script on Redis, under the lock in Memory), kept as long as
 // the record and, once an operator reset or deleted it, for
-// History.Keep. On Redis the entries are a list beside the record's
-// hash, in its slot: the hash's name followed by "\x1fh" (a key never
-// holds a control character, so no record has that name).
+// History.Keep (in a record of state reset that holds only the history
+// and what a reset tombstone keeps). On Redis the entries are the hash's
+// field h; in Memory the record's hist.
 //
 // Only a change to a record, or a record that exists, gets an entry: an
 // unauthenticated copy, or one of an unknown key, never creates one (see
@@ -40,12 +41,6 @@ func (o HistoryOptions) keep() time.Duration {
 	}
 	return o.Keep
 }
-
-// histSuffix follows a record's hash name in its history list's name.
-const histSuffix = "\x1fh"
-
-// HistoryName names the history list of the record hash.
-func HistoryName(hash string) string { return hash + histSuffix }
 
 // memHistory is a key's history in Memory, oldest first.
 type memHistory struct {
@@ -146,51 +141,61 @@ var histLua = []luaFunc{
 	{"hist_args", `
 -- hist_args reads the history arguments from ARGV[i]: cap, keep ms, at
 -- ms, instance, request id, status, upstream ms, detail suffix; nil
--- when the history is off (cap 0).
+-- when the history is off (cap 0). A negative cap: on, but this call
+-- records nothing (H[9]): a history it moves is kept all the same.
 local function hist_args(i)
   local cap = tonumber(ARGV[i]) or 0
-  if cap <= 0 then
+  if cap == 0 then
     return nil
   end
-  return {cap, tonumber(ARGV[i + 1]) or 0, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]}
+  return {math.abs(cap), tonumber(ARGV[i + 1]) or 0, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], cap < 0}
 end
 `},
 	{"hist_add", `
--- hist_add appends an entry to k's history (H from hist_args; nil: off),
--- capped, living as long as k, or, with long (a reset or delete) or when
--- k is gone, at least keep ms.
-local function hist_add(k, H, kind, attempt, status, detail, long)
-  if not H then
+-- hist_add appends an entry to k's history (H from hist_args; nil: off):
+-- the hash's field h, its entries separated by \30 and their fields by
+-- \31, the oldest dropped past H[1]. It lives and dies with the hash.
+local function hist_add(k, H, kind, attempt, status, detail)
+  if not H or H[9] then
     return
   end
-  local hk = k .. '\31h'
   if not status or status == 0 then
     status = H[6]
   end
-  redis.call('RPUSH', hk, table.concat({H[3], kind, H[4], H[5], tostring(attempt or 0), tostring(status), H[7], (detail or '') .. H[8]}, '\31'))
-  redis.call('LTRIM', hk, -H[1], -1)
-  local p = redis.call('PTTL', k)
-  if p == -1 and not long then
-    redis.call('PERSIST', hk)
-  elseif long or p < 0 then
-    redis.call('PEXPIRE', hk, math.max(p, H[2]))
+  local e = table.concat({H[3], kind, H[4], H[5], tostring(attempt or 0), tostring(status), H[7], (detail or '') .. H[8]}, '\31')
+  local s = redis.call('HGET', k, 'h')
+  if s then
+    s = s .. '\30' .. e
+    local _, n = string.gsub(s, '\30', '')
+    n = n + 1
+    while n > H[1] do
+      s = string.sub(s, string.find(s, '\30', 1, true) + 1)
+      n = n - 1
+    end
   else
-    redis.call('PEXPIRE', hk, p)
+    s = e
   end
+  redis.call('HSET', k, 'h', s)
 end
 `},
-	{"hist_align", `
--- hist_align makes k's history, when it has one, live as long as k.
-local function hist_align(k)
-  local hk = k .. '\31h'
-  if redis.call('EXISTS', hk) == 0 then
+	{"hist_kept", `
+-- hist_kept records an operator's reset or delete of k, whose history
+-- was old (false: none) before the record was deleted: the history goes
+-- on in what is left of the record (a reset tombstone, or a record of
+-- state reset made for it), kept at least keep ms (H[2]).
+local function hist_kept(k, H, old, kind, attempt, detail)
+  if not H then
     return
   end
-  local p = redis.call('PTTL', k)
-  if p == -1 then
-    redis.call('PERSIST', hk)
-  elseif p > 0 then
-    redis.call('PEXPIRE', hk, p)
+  if redis.call('EXISTS', k) == 0 then
+    redis.call('HSET', k, 'st', RESET)
+  end
+  if old then
+    redis.call('HSET', k, 'h', old)
+  end
+  hist_add(k, H, kind, attempt, 0, detail)
+  if redis.call('PTTL', k) < H[2] then
+    redis.call('PEXPIRE', k, H[2])
   end
 end
 `},
@@ -246,7 +251,7 @@ local function note_hist(k, H, v)
   if not H then
     return 0
   end
-  if redis.call('EXISTS', k) == 0 and redis.call('EXISTS', k .. '\31h') == 0 then
+  if redis.call('EXISTS', k) == 0 then
     return 0
   end
   hist_add(k, H, 'arrival', redis.call('HGET', k, 'n') or 0, 0, v)
@@ -270,20 +275,23 @@ func HistoryArgs(ctx context.Context, o HistoryOptions, now time.Time, status in
 // a 0 cap when the history is off.
 func histArgs(ctx context.Context, o HistoryOptions, now time.Time) []any {
 	n := store.NoteFrom(ctx)
-	if o.Cap <= 0 || n.Unrecorded {
+	switch {
+	case o.Cap <= 0:
 		return []any{0, 0, 0, "", "", 0, 0, ""}
+	case n.Unrecorded:
+		return []any{-o.Cap, o.keep().Milliseconds(), 0, "", "", 0, 0, ""}
 	}
 	return []any{o.Cap, o.keep().Milliseconds(), now.UnixMilli(), store.CleanField(o.Instance), store.CleanField(n.RequestID),
 		n.Status, n.UpstreamMS, store.CleanField(n.Suffix())}
 }
 
-// ReadHistory reads a history list (LRANGE), oldest first, skipping
-// what is not an entry.
-func ReadHistory(vals []string) []store.HistoryEntry { return readHistory(vals) }
-
-// readHistory reads a history list (LRANGE), skipping what is not an
-// entry.
-func readHistory(vals []string) []store.HistoryEntry {
+// ReadHistory reads a record's history field (h), oldest first,
+// skipping what is not an entry.
+func ReadHistory(h string) []store.HistoryEntry {
+	if h == "" {
+		return nil
+	}
+	vals := strings.Split(h, "\x1e")
 	out := make([]store.HistoryEntry, 0, len(vals))
 	for _, v := range vals {
 		if e, ok := store.DecodeHistory(v); ok {
@@ -297,8 +305,8 @@ var (
 	// KEYS: key hash. ARGV: verdict, then the history's. Reply: 1
 	// appended, 0 not (no record).
 	noteScript = Script(`return note_hist(KEYS[1], hist_args(2), ARGV[1])`)
-	// KEYS: the history list. Reply: its entries.
-	historyScript = redis.NewScript(`return redis.call('LRANGE', KEYS[1], 0, -1)`)
+	// KEYS: key hash. Reply: its history field ('' none).
+	historyScript = redis.NewScript(`return redis.call('HGET', KEYS[1], 'h') or ''`)
 )
 
 // hargs is args followed by the history's.
@@ -338,18 +346,12 @@ func (s *SyncRedis) History(ctx context.Context, route, key string) ([]store.His
 	hash, _, _ := s.place(route, key)
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	v, err := s.eval(ctx, s.run, "history", historyScript, []string{HistoryName(hash)})
+	v, err := s.eval(ctx, s.run, "history", historyScript, []string{hash})
 	if err != nil {
 		return nil, err
 	}
-	res, _ := v.([]any)
-	vals := make([]string, 0, len(res))
-	for _, x := range res {
-		if str, ok := x.(string); ok {
-			vals = append(vals, str)
-		}
-	}
-	return readHistory(vals), nil
+	str, _ := v.(string)
+	return ReadHistory(str), nil
 }
 
 // Note appends an arrival that changed nothing to route's key's history,

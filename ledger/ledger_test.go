@@ -62,33 +62,6 @@ func memorySubject(_ *testing.T, clock *ledgertest.Clock) ledgertest.Subject {
 	}
 }
 
-// expireHistory checks that the history of the record hash, when it has
-// one, expires with it (no later), and lets its time run out too.
-func expireHistory(t *testing.T, c redis.UniversalClient, hash string) {
-	t.Helper()
-	ctx := context.Background()
-	hk := ledger.HistoryName(hash)
-	// The record's first: read later, the history's can only be shorter.
-	kt, err2 := c.PTTL(ctx, hash).Result()
-	ht, err1 := c.PTTL(ctx, hk).Result()
-	if err1 != nil || err2 != nil {
-		t.Fatalf("PTTL: %v, %v", err1, err2)
-	}
-	if ht == -2 { // none
-		return
-	}
-	if ht <= 0 || ht > kt {
-		t.Fatalf("history of %q expires in %v, its record in %v", hash, ht, kt)
-	}
-	if err := c.PExpire(ctx, hk, time.Millisecond).Err(); err != nil {
-		t.Fatalf("PEXPIRE %s: %v", hk, err)
-	}
-	ledgertest.WaitFor(t, "the history to expire", func() bool {
-		n, err := c.Exists(ctx, hk).Result()
-		return err == nil && n == 0
-	})
-}
-
 func redisClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
@@ -121,7 +94,6 @@ func redisSubjects(c redis.UniversalClient) func(*testing.T, *ledgertest.Clock) 
 					t.Fatalf("expire %s: key has no expiry (ttl %v)", key, d)
 				}
 				name := ledger.KeyHash(l, route, key)
-				expireHistory(t, c, name)
 				if err := c.PExpire(context.Background(), name, time.Millisecond).Err(); err != nil {
 					t.Fatalf("PEXPIRE %s: %v", key, err)
 				}

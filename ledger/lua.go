@@ -80,10 +80,15 @@ local function key_seen(k, now)
 end
 `},
 	{"key_new", `
--- key_new writes a new key in state st: one copy, no try yet.
+-- key_new writes a new key in state st: one copy, no try yet. The
+-- history (h) of a key reset or released before goes on.
 local function key_new(k, st, eid, tok, fp, first)
+  local h = redis.call('HGET', k, 'h')
   redis.call('DEL', k)
   redis.call('HSET', k, 'st', st, 'eid', eid, 'tok', tok, 'fp', fp, 'n', 1, 'first', first, 'last', first, 'qa', 0, 'qt', 0)
+  if h then
+    redis.call('HSET', k, 'h', h)
+  end
 end
 `},
 	{"key_undelivered", `

@@ -216,9 +216,6 @@ local ok = key_confirm(KEYS[1], KEYS[2], ARGV[1])
 if ok == 1 and st == ENQ and ARGV[2] then
   ord_assign(KEYS[1], ARGV[2], ARGV[3])
 end
-if ok == 1 and st == ENQ then
-  hist_align(KEYS[1])
-end
 return ok
 `)
 	// KEYS: key hash. ARGV: tok. Reply: 1 removed, 0 left alone.
@@ -419,13 +416,13 @@ return out
 if ARGV[2] then
   ord_done(KEYS[1], ARGV[2], ARGV[1], false, nil)
 end
-local qt = redis.call('HGET', KEYS[1], 'qt')
+local old = redis.call('HMGET', KEYS[1], 'h', 'qt')
 local h, eid = key_delete(KEYS[1], KEYS[2])
 if eid and redis.call('HGET', KEYS[3], eid) == ARGV[1] then
   redis.call('HDEL', KEYS[3], eid)
 end
-if redis.call('EXISTS', KEYS[1] .. '\31h') == 1 then
-  hist_add(KEYS[1], hist_args(3), 'delete', qt or 0, 0, 'deleted', true)
+if old[1] then
+  hist_kept(KEYS[1], hist_args(3), old[1], 'delete', old[2] or 0, 'deleted')
 end
 return h
 `)

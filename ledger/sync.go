@@ -474,11 +474,12 @@ if ty ~= 'hash' and ty ~= 'none' then
   redis.call('DEL', KEYS[1])
   return {redis_ms()}
 end
+local old = redis.call('HGET', KEYS[1], 'h')
 local h, eid, dead, dlq, t = key_reset(KEYS[1], KEYS[2], ARGV[2])
 if KEYS[3] and eid and redis.call('HGET', KEYS[3], eid) == ARGV[1] then
   redis.call('HDEL', KEYS[3], eid)
 end
-hist_add(KEYS[1], hist_args(3), 'reset', 0, 0, 'reset', true)
+hist_kept(KEYS[1], hist_args(3), old, 'reset', 0, 'reset')
 local out = {t}
 for _, v in ipairs(h) do
   out[#out + 1] = v

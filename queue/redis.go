@@ -599,10 +599,10 @@ return 1
 if ARGV[2] then
   hand_back(ARGV[2], ARGV[3], KEYS[5], ord_done(KEYS[1], ARGV[2], ARGV[4], false, nil), ARGV[5])
 end
-local qt = redis.call('HGET', KEYS[1], 'qt')
+local old = redis.call('HMGET', KEYS[1], 'h', 'qt')
 local h, eid, dead, pos = key_delete(KEYS[1], KEYS[2])
-if redis.call('EXISTS', KEYS[1] .. '\31h') == 1 then
-  hist_add(KEYS[1], hist_args(6), 'delete', qt or 0, 0, 'deleted', true)
+if old[1] then
+  hist_kept(KEYS[1], hist_args(6), old[1], 'delete', old[2] or 0, 'deleted')
 end
 if eid then
   local ev = ARGV[1] .. eid
@@ -1361,12 +1361,12 @@ func (r *Redis) History(ctx context.Context, route, key string) ([]store.History
 	defer cancel()
 	var out []store.HistoryEntry
 	for _, shard := range r.keyShards(route, key) {
-		vals, err := r.client.LRange(ctx, ledger.HistoryName(r.keyHash(route, shard, key)), 0, -1).Result()
-		if err != nil {
+		h, err := r.client.HGet(ctx, r.keyHash(route, shard, key), "h").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fail("history", err)
 		}
-		if len(vals) > 0 {
-			return ledger.ReadHistory(vals), nil
+		if h != "" {
+			return ledger.ReadHistory(h), nil
 		}
 	}
 	return out, nil

@@ -105,12 +105,12 @@ func EncodeHistory(e HistoryEntry) string {
 		strconv.FormatInt(e.Attempt, 10), strconv.Itoa(e.Status), strconv.FormatInt(e.MS, 10), clean(e.Detail)}, histSep)
 }
 
-// clean drops histSep from a field.
+// clean drops histSep and the entries' separator (0x1e) from a field.
 func clean(s string) string {
-	if !strings.Contains(s, histSep) {
+	if !strings.ContainsAny(s, "\x1e\x1f") {
 		return s
 	}
-	return strings.ReplaceAll(s, histSep, "")
+	return strings.NewReplacer("\x1e", "", "\x1f", "").Replace(s)
 }
 
 // CleanField is clean for fields sent to a script that builds the entry.
