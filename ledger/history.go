@@ -79,6 +79,15 @@ func (m *Memory) hist(ctx context.Context, k *memLedgerKey, now time.Time, kind 
 		k.hist = &memHistory{}
 	}
 	h := k.hist
+	if k.acct != 0 {
+		// A counted record: the budget follows its history's growth.
+		before := h.size()
+		defer func() {
+			d := h.size() - before
+			k.size += d
+			m.done += d
+		}()
+	}
 	if len(h.e) >= m.histo.Cap {
 		drop := len(h.e) - m.histo.Cap + 1
 		h.e = append(h.e[:0], h.e[drop:]...)
