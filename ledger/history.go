@@ -86,6 +86,9 @@ func (m *Memory) hist(ctx context.Context, k *memLedgerKey, now time.Time, kind 
 			d := h.size() - before
 			k.size += d
 			m.done += d
+			if d > 0 && m.bounded() {
+				m.shrink(k)
+			}
 		}()
 	}
 	if len(h.e) >= m.histo.Cap {
