@@ -207,7 +207,9 @@ func orderKill(t *testing.T, bin, queueYAML string) {
 	for _, k := range keys {
 		var st string
 		eventually.Within(t, time.Until(deadline), func() bool { st = b.keyState(k); return st == "finished" },
-			func() string { return fmt.Sprintf("%s: state %s 60 s after the last acknowledgement\n%s", k, st, b.tail()) })
+			func() string {
+				return fmt.Sprintf("%s: state %s 60 s after the last acknowledgement\n%s", k, st, b.tail())
+			})
 	}
 
 	up.mu.Lock()
