@@ -538,17 +538,26 @@ const expireLocksBatch = 16
 // bounds them.
 func (m *Memory) expireLocks(now time.Time) {
 	ms := ledgerMs(now)
+	base := m.locks
 	for n := 0; len(m.locks) > 0 && n < expireLocksBatch; {
 		d := m.locks[0]
-		if d.live() {
-			if d.k.lease > ms {
-				break
-			}
+		live := d.live()
+		if live && d.k.lease > ms {
+			break
+		}
+		// Off the list before account, which may compact what is left.
+		m.locks[0] = memDone{}
+		m.locks = m.locks[1:]
+		if live {
 			m.account(d.k.r, d.k, acctIdle)
 			n++
 		}
-		m.locks[0] = memDone{}
-		m.locks = m.locks[1:]
+	}
+	if len(m.locks) == 0 && cap(base) <= 64 {
+		// Emptied: the next lock goes at the front of the small array
+		// again rather than into a new one.
+		clear(base[:cap(base)])
+		m.locks = base[:0]
 	}
 }
 

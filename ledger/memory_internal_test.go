@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -98,5 +100,67 @@ func TestMemoryFinishedKeyKeepsOneCopyOfItsName(t *testing.T) {
 		if unsafe.StringData(k.name) != unsafe.StringData(name) {
 			t.Fatalf("the record of %q keeps a name other than its map key's", name)
 		}
+	}
+}
+
+// Regression: when a sync lock's lease ran out behind a run of finished
+// keys' lock entries, turning it idle compacted the lock list under
+// expireLocks, which then took the list's first entry off: an index out of
+// range when nothing was left (a panic holding the store's lock), or
+// another live lock's entry dropped, which was then never turned idle.
+func TestMemoryLockExpiryCompactingTheLockList(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		for dead := 0; dead <= 140; dead++ {
+			t.Run(fmt.Sprintf("behind=%v/dead=%d", behind, dead), func(t *testing.T) {
+				lockExpiryCase(t, behind, dead)
+			})
+		}
+	}
+}
+
+// lockExpiryCase claims a lock for a minute, then claims and finishes dead
+// keys (their lock entries, dead now, queue behind it), then (behind)
+// claims a lock for an hour; a minute on, a claim sweeps.
+func lockExpiryCase(t *testing.T, behind bool, dead int) {
+	ctx := context.Background()
+	now := time.UnixMilli(1_700_000_000_000)
+	s := NewMemoryStore(store.MemoryOptions{Now: func() time.Time { return now }})
+	claim := func(key string, lease time.Duration) store.Claim {
+		t.Helper()
+		c, err := s.Claim(ctx, key, "fp", lease)
+		if err != nil || c.State != store.Claimed {
+			t.Fatal(c, err)
+		}
+		return c
+	}
+	claim("k:stuck", time.Minute)
+	for i := range dead {
+		key := "k:" + strconv.Itoa(i)
+		if err := s.Finish(ctx, key, claim(key, time.Hour).Token, store.Outcome{Status: 200}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := 1 // k:new
+	if behind {
+		claim("k:live", time.Hour)
+		want++
+	}
+	now = now.Add(time.Minute)
+	claim("k:new", time.Hour)
+	m := s.m
+	if m.nlock != want {
+		t.Fatalf("%d live locks counted, want %d", m.nlock, want)
+	}
+	live := 0
+	for _, d := range m.locks {
+		if d.k != nil && d.live() {
+			live++
+		}
+	}
+	if live != want {
+		t.Fatalf("%d live entries in the lock list, want %d", live, want)
+	}
+	if got, want := m.done, MemoryRecount(s); got != want {
+		t.Fatalf("Bytes %d, recounted %d", got, want)
 	}
 }
