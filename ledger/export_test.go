@@ -50,9 +50,9 @@ func MemoryRecount(s *MemoryStore) int64 {
 	defer m.mu.Unlock()
 	var n int64
 	for _, r := range m.routes {
-		for _, k := range r.keys {
+		for name, k := range r.keys {
 			if k.acct != 0 {
-				n += memKeySize(k)
+				n += memKeySize(name, k)
 			}
 		}
 	}

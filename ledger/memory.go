@@ -413,15 +413,19 @@ func (m *Memory) bounded() bool { return m.MaxBytes > 0 || m.MaxKeys > 0 }
 // remember counts k, just finished, purged or released, as idle (the
 // most recently used), forgetting the least recently used idle keys to
 // keep within the budget (never k itself).
-func (m *Memory) remember(r *memLedgerRoute, k *memLedgerKey) {
-	m.account(r, k, acctIdle)
+func (m *Memory) remember(r *memLedgerRoute, name string, k *memLedgerKey) {
+	m.account(r, name, k, acctIdle)
 }
 
-// account counts k, a key of route r, as how says (acctIdle...) and
-// keeps the budget.
-func (m *Memory) account(r *memLedgerRoute, k *memLedgerKey, how uint8) {
+// account counts k, route r's key name, as how says (acctIdle...) and
+// keeps the budget. k keeps its own name, set when it was made (name is
+// k's only when it has none).
+func (m *Memory) account(r *memLedgerRoute, name string, k *memLedgerKey, how uint8) {
+	if k.name == "" {
+		k.name = name
+	}
 	m.uncount(k)
-	k.size = uint32(min(memKeySize(k), math.MaxUint32))
+	k.size = uint32(min(memKeySize(k.name, k), math.MaxUint32))
 	m.done += int64(k.size)
 	k.acct = how
 	switch how {
@@ -444,9 +448,9 @@ func (m *Memory) account(r *memLedgerRoute, k *memLedgerKey, how uint8) {
 	m.shrink(k)
 }
 
-// memKeySize is the estimated size of key record k.
-func memKeySize(k *memLedgerKey) int64 {
-	n := memKeyOverhead + memAlloc(len(k.name)) + memAlloc(len(k.fp)) + memAlloc(len(k.tok)) + memAlloc(len(k.rec))
+// memKeySize is the estimated size of key name's record k.
+func memKeySize(name string, k *memLedgerKey) int64 {
+	n := memKeyOverhead + memAlloc(len(name)) + memAlloc(len(k.fp)) + memAlloc(len(k.tok)) + memAlloc(len(k.rec))
 	if x := k.x; x != nil {
 		n += memKeyExtraClass + memAlloc(len(x.eid)) + memAlloc(len(x.rtok)) + memAlloc(len(x.ptok)) +
 			memAlloc(len(x.pos)) + memAlloc(len(x.owner))
@@ -461,9 +465,12 @@ func memKeySize(k *memLedgerKey) int64 {
 }
 
 // touch makes idle k the most recently used.
-func (m *Memory) touch(r *memLedgerRoute, k *memLedgerKey) {
+func (m *Memory) touch(r *memLedgerRoute, name string, k *memLedgerKey) {
 	if k.acct != acctIdle || !m.bounded() {
 		return
+	}
+	if k.name == "" {
+		k.name = name
 	}
 	m.ords++
 	k.ord, k.r = m.ords, r
@@ -549,7 +556,7 @@ func (m *Memory) expireLocks(now time.Time) {
 		m.locks[0] = memDone{}
 		m.locks = m.locks[1:]
 		if live {
-			m.account(d.k.r, d.k, acctIdle)
+			m.account(d.k.r, d.k.name, d.k, acctIdle)
 			n++
 		}
 	}
@@ -643,7 +650,7 @@ func (m *Memory) Reserve(_ context.Context, res Reservation) (Reserved, error) {
 		if err != nil {
 			return Reserved{}, fmt.Errorf("ledger: memory reserve %q: %w: %v", res.Key, ErrCorrupt, err)
 		}
-		m.touch(r, k)
+		m.touch(r, res.Key, k)
 		return Reserved{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: k.n}, nil
 	}
 	return Reserved{State: Pending, ID: k.eid(), Fingerprint: k.fp, Dead: k.st == stDead, Copies: k.n}, nil
@@ -793,7 +800,7 @@ func (m *Memory) Settle(_ context.Context, route, key, eid, tok, owner string, s
 		k.st, k.tok, x.ptok, k.rec = stDone, "", "", rec
 		k.expireAt(now.Add(time.Duration(ledgerTTL(s.Retention)) * time.Millisecond))
 		delete(r.age, eid)
-		m.remember(r, k)
+		m.remember(r, key, k)
 		r.orderDone(k, true, now.Add(time.Duration(ledgerTTL(s.Retention))*time.Millisecond))
 	case SettleRetry:
 		k.tok, x.ptok = s.NewToken, ""
@@ -876,7 +883,7 @@ func (m *Memory) Purge(_ context.Context, route, eid string, retention time.Dura
 	now := m.now()
 	if k := r.key(key, now); k != nil && k.st == stDead && k.x.eid == eid {
 		k.expireAt(now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond))
-		m.remember(r, k)
+		m.remember(r, key, k)
 		r.orderDone(k, false, orderKeep(now, retention))
 	}
 	return nil

@@ -200,9 +200,11 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 	m.sweep(now)
 	r := m.route(route)
 	k := r.key(key, now)
+	name := key
 	if k == nil {
-		k = &memLedgerKey{name: strings.Clone(key)}
-		r.keys[k.name] = k
+		name = strings.Clone(key)
+		k = &memLedgerKey{name: name}
+		r.keys[name] = k
 	}
 	k.n++
 	if k.n == 1 {
@@ -216,7 +218,7 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("ledger: memory claim %q: %w: %v", key, errBothCorrupt, err)
 		}
-		m.touch(r, k)
+		m.touch(r, name, k)
 		return store.Claim{State: store.Finished, Attempts: k.n, Outcome: out}, nil
 	case k.st == stLocked && !k.free(ms):
 		left := time.Duration(k.lease-ms) * time.Millisecond
@@ -232,7 +234,7 @@ func (m *Memory) Claim(_ context.Context, route, key, fp string, lease time.Dura
 		k.expireAt(now.Add(keep))
 	}
 	k.expireNoSooner(now.Add(keep))
-	m.account(r, k, acctLock)
+	m.account(r, name, k, acctLock)
 	return store.Claim{State: store.Claimed, Token: k.tok, Attempts: k.n}, nil
 }
 
@@ -281,7 +283,7 @@ func (m *Memory) Finish(_ context.Context, route, key, tok string, out store.Out
 		k.fp = ""
 	}
 	k.expireAt(now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond))
-	m.remember(r, k)
+	m.remember(r, key, k)
 	return nil
 }
 
@@ -301,7 +303,7 @@ func (m *Memory) Release(_ context.Context, route, key, tok string) error {
 		return nil
 	}
 	k.st, k.tok, k.lease = stReleased, "", 0
-	m.remember(r, k)
+	m.remember(r, key, k)
 	return nil
 }
 
@@ -325,10 +327,11 @@ func (m *Memory) Reset(_ context.Context, route, key string) (KeyState, error) {
 		r.forget(key, k)
 	}
 	if hold > 0 {
-		k := &memLedgerKey{st: stReset, name: strings.Clone(key), x: &memKeyExtra{rst: ledgerMs(now.Add(hold))}}
+		name := strings.Clone(key)
+		k := &memLedgerKey{st: stReset, name: name, x: &memKeyExtra{rst: ledgerMs(now.Add(hold))}}
 		k.expireAt(now.Add(hold))
-		r.keys[k.name] = k
-		m.account(r, k, acctHeld)
+		r.keys[name] = k
+		m.account(r, name, k, acctHeld)
 	}
 	return ks, err
 }
