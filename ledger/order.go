@@ -89,16 +89,16 @@ type HandBack struct {
 
 // orderOf records the reservation's order and stale values on k.
 func (k *memLedgerKey) orderOf(res Reservation) {
-	k.name = res.Key
 	if res.Order == "" {
 		return
 	}
-	k.ko = &memKeyOrder{ov: res.Order}
+	ko := &memKeyOrder{ov: res.Order}
+	k.more().ko = ko
 	if res.Stale == "" {
 		return
 	}
 	if v, err := strconv.ParseFloat(res.Stale, 64); err == nil && !math.IsNaN(v) {
-		k.ko.sv, k.ko.hasSV = v, true
+		ko.sv, ko.hasSV = v, true
 	}
 }
 
@@ -118,7 +118,7 @@ func (o *memOrders) value(v string) *memOrder {
 // value's line: a new sequence unless it is there already (a replay of a
 // key dead-lettered with hold keeps its place).
 func (r *memLedgerRoute) orderAssign(k *memLedgerKey) {
-	ko := k.ko
+	ko := k.ko()
 	if ko == nil {
 		return
 	}
@@ -148,7 +148,7 @@ func (mo *memOrder) head() string {
 // orderGate decides a begin of k: pass (unordered, or the head), park (k
 // joins the wait set) or stale.
 func (r *memLedgerRoute) orderGate(k *memLedgerKey, pos string) int {
-	ko := k.ko
+	ko := k.ko()
 	if ko == nil {
 		return gatePass
 	}
@@ -180,7 +180,7 @@ func (r *memLedgerRoute) orderGate(k *memLedgerKey, pos string) int {
 // parked. keep is how long a value whose line is now empty is kept for its
 // stale value (zero: as long as it was).
 func (r *memLedgerRoute) orderDone(k *memLedgerKey, delivered bool, keep time.Time) {
-	ko := k.ko
+	ko := k.ko()
 	if ko == nil {
 		return
 	}
@@ -215,8 +215,8 @@ func (r *memLedgerRoute) orderDone(k *memLedgerKey, delivered bool, keep time.Ti
 		r.ord.due = map[string]memDue{}
 	}
 	pos := ""
-	if hk := r.keys[h]; hk != nil && hk.ko != nil {
-		pos = hk.ko.ppos
+	if hk := r.keys[h]; hk != nil && hk.ko() != nil {
+		pos = hk.ko().ppos
 	}
 	r.ord.due[h] = memDue{pos: pos}
 }
@@ -261,16 +261,17 @@ func (m *Memory) HandBacks(_ context.Context, route string, redo time.Duration, 
 			continue
 		}
 		k := r.key(key, now)
-		if k == nil || k.st != ledgerQueued {
+		if k == nil || k.st != stQueued {
 			delete(r.ord.due, key)
 			continue
 		}
-		if k.ptok == "" {
-			k.ptok = orderToken()
+		x := k.x
+		if x.ptok == "" {
+			x.ptok = orderToken()
 		}
 		d.at = now
 		r.ord.due[key] = d
-		out = append(out, HandBack{Key: key, EventID: k.eid, Token: k.ptok, Pos: d.pos})
+		out = append(out, HandBack{Key: key, EventID: x.eid, Token: x.ptok, Pos: d.pos})
 	}
 	return out, nil
 }
