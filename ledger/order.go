@@ -361,7 +361,9 @@ end
 -- else changes) or 'stale' (the head, older than an event of its value
 -- already delivered). f, when given, is the key's {ov, os, sv} as the
 -- caller read them (key_can_begin's h[9], h[10], h[11]); nil: read here.
-local function ord_gate(k, p, key, pos, f)
+-- nodue: the transport keeps no due set (ord_done's begun), so the head
+-- is not taken out of it.
+local function ord_gate(k, p, key, pos, f, nodue)
   if not f then
     f = redis.call('HMGET', k, 'ov', 'os', 'sv')
   end
@@ -382,7 +384,9 @@ local function ord_gate(k, p, key, pos, f)
     redis.call('HSET', k, 'ppos', pos)
     return 'park'
   end
-  redis.call('ZREM', p .. 'd', key)
+  if not nodue then
+    redis.call('ZREM', p .. 'd', key)
+  end
   if f[3] then
     local last = redis.call('HGET', p .. 'h:' .. v, 'last')
     if last and tonumber(f[3]) < tonumber(last) then
@@ -398,8 +402,12 @@ end
 -- line is now empty keeps it, ms). When the new head is parked it leaves
 -- the wait set, becomes due (p d) and is returned; else nil. f, when
 -- given, is the key's {ov, sv} as the caller read them (key_try's second
--- result); nil: read here.
-local function ord_done(k, p, key, delivered, keep, f)
+-- result); nil: read here. begun: key is settling a try it began as its
+-- value's head from a transport that keeps no due set (the Streams queue,
+-- whose hand_back empties it in the same script): it is then neither
+-- parked nor due (a key leaves both when it becomes the head, and the
+-- head stays the head until it leaves the line), so they are not asked.
+local function ord_done(k, p, key, delivered, keep, f, begun)
   if not f then
     f = redis.call('HMGET', k, 'ov', 'sv')
   end
@@ -409,19 +417,23 @@ local function ord_done(k, p, key, delivered, keep, f)
   end
   local line, h, park = p .. 'l:' .. v, p .. 'h:' .. v, p .. 'p:' .. v
   redis.call('ZREM', line, key)
-  redis.call('ZREM', p .. 'd', key)
-  if redis.call('ZREM', park, key) == 1 then
-    redis.call('DECR', p .. 'w')
+  if not begun then
+    redis.call('ZREM', p .. 'd', key)
+    if redis.call('ZREM', park, key) == 1 then
+      redis.call('DECR', p .. 'w')
+    end
   end
+  local haslast = false
   if delivered and f[2] then
     local last = redis.call('HGET', h, 'last')
     if not last or tonumber(f[2]) > tonumber(last) then
       redis.call('HSET', h, 'last', f[2])
     end
+    haslast = true
   end
   local head = redis.call('ZRANGE', line, 0, 0)[1]
   if not head then
-    if redis.call('HEXISTS', h, 'last') == 0 then
+    if not haslast and redis.call('HEXISTS', h, 'last') == 0 then
       redis.call('DEL', h)
     elseif keep then
       redis.call('PEXPIRE', h, keep)

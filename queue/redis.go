@@ -436,7 +436,7 @@ end
 if not owned then
   return {2}
 end
-local gate = ARGV[6] and ord_gate(KEYS[1], ARGV[6], ARGV[7], ARGV[1], {h[9], h[10], h[11]})
+local gate = ARGV[6] and ord_gate(KEYS[1], ARGV[6], ARGV[7], ARGV[1], {h[9], h[10], h[11]}, true)
 if gate == 'park' then
   if group then
     redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
@@ -492,7 +492,7 @@ if ARGV[5] == 'done' then
   key_finish(KEYS[1], KEYS[5], eid, ARGV[8], ARGV[9])
   redis.call('DEL', KEYS[2])
   if ARGV[11] then
-    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], true, ARGV[9], of), ARGV[13])
+    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], true, ARGV[9], of, true), ARGV[13])
   end
 elseif ARGV[5] == 'retry' then
   key_retry(KEYS[1], ARGV[8])
@@ -505,7 +505,7 @@ else
   redis.call('HSET', KEYS[2], 'dlq', id)
   redis.call('INCRBY', KEYS[7], redis.call('HSTRLEN', KEYS[2], 'req'))
   if ARGV[11] and ARGV[14] ~= '1' then
-    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], false, ARGV[15] ~= '' and ARGV[15] or nil, of), ARGV[13])
+    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], false, ARGV[15] ~= '' and ARGV[15] or nil, of, true), ARGV[13])
   end
 end
 return 1
