@@ -21,10 +21,10 @@ func MemoryTTL(m *Memory, route, key string) time.Duration {
 	switch {
 	case k == nil:
 		return -2
-	case k.expires.IsZero():
+	case k.expires == 0:
 		return -1
 	}
-	return k.expires.Sub(now)
+	return time.Duration(k.expires - now.UnixNano())
 }
 
 // MemoryKeys counts the keys m holds for route, expired or not.
@@ -67,7 +67,7 @@ func MemoryTombstones(s *MemoryStore) int {
 	n := 0
 	for _, r := range m.routes {
 		for _, k := range r.keys {
-			if k.st == ledgerReset {
+			if k.st == stReset {
 				n++
 			}
 		}

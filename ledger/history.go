@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"math"
 	"strings"
 	"time"
 	"unsafe"
@@ -84,8 +85,9 @@ func (m *Memory) hist(ctx context.Context, k *memLedgerKey, now time.Time, kind 
 		before := h.size()
 		defer func() {
 			d := h.size() - before
-			k.size += d
-			m.done += d
+			size := uint32(min(max(int64(k.size)+d, 0), math.MaxUint32))
+			m.done += int64(size) - int64(k.size)
+			k.size = size
 			if d > 0 && m.bounded() {
 				m.shrink(k)
 			}
@@ -109,12 +111,11 @@ func (m *Memory) keepHistory(r *memLedgerRoute, name string, h *memHistory, tomb
 	until := now.Add(m.histo.keep())
 	if tomb != nil {
 		tomb.hist = h
-		if tomb.expires.Before(until) {
-			tomb.expires = until
-		}
+		tomb.expireNoSooner(until)
 		return
 	}
-	k := &memLedgerKey{st: ledgerReset, expires: until, hist: h}
+	k := &memLedgerKey{st: stReset, name: name, hist: h}
+	k.expireAt(until)
 	r.keys[name] = k
 	m.remember(r, name, k)
 }
@@ -139,7 +140,7 @@ func (m *Memory) Note(ctx context.Context, route, key, verdict string) error {
 	defer m.mu.Unlock()
 	now := m.now()
 	k := m.route(route).key(key, now)
-	if k == nil || k.st == ledgerReset && k.hist == nil {
+	if k == nil || k.st == stReset && k.hist == nil {
 		return nil
 	}
 	m.hist(ctx, k, now, store.HistArrival, k.n, 0, verdict)
@@ -419,9 +420,9 @@ var (
 // fingerprint fp arriving on a queue route.
 func reservedVerdict(k *memLedgerKey, fp string) string {
 	switch {
-	case k.st == ledgerEnqueuing || k.st == ledgerLocked:
+	case k.st == stEnqueuing || k.st == stLocked:
 		return "in_flight"
-	case k.st == ledgerDone:
+	case k.st == stDone:
 		if out, err := store.DecodeOutcome(k.rec); err == nil && out.Fingerprint != "" && out.Fingerprint != fp {
 			return "conflict"
 		}

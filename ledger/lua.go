@@ -155,9 +155,10 @@ end
 -- tok) may begin a try: 'live' (tok is the live token of a queued or
 -- reserved key, not begun from another pos), 'pending' (tok is the
 -- pending token), or nil (a leftover). The second result is the key
--- (st, eid, tok, pos, fp, first, ptok, owner) for key_begin.
+-- (st, eid, tok, pos, fp, first, ptok, owner) for key_begin, then its
+-- order fields (ov, os, sv) for ord_gate.
 local function key_can_begin(k, eid, tok, pos)
-  local h = redis.call('HMGET', k, 'st', 'eid', 'tok', 'pos', 'fp', 'first', 'ptok', 'owner')
+  local h = redis.call('HMGET', k, 'st', 'eid', 'tok', 'pos', 'fp', 'first', 'ptok', 'owner', 'ov', 'os', 'sv')
   if h[2] ~= eid or tok == '' then
     return nil, h
   end
@@ -207,8 +208,10 @@ end
 -- when owner is given: nil when it is; else -1 (stale: the key moved on)
 -- or 0 (another owner began it). With adopted, a key whose token is
 -- adopted already (a retry record carrying it was begun) answers 1.
+-- When it is the live try, the second result is the key's order fields
+-- {ov, sv} for ord_done.
 local function key_try(k, eid, tok, owner, adopted)
-  local h = redis.call('HMGET', k, 'st', 'eid', 'tok', 'owner')
+  local h = redis.call('HMGET', k, 'st', 'eid', 'tok', 'owner', 'ov', 'sv')
   if adopted and h[1] == QUEUED and h[2] == eid and h[3] == adopted then
     return 1
   end
@@ -218,7 +221,7 @@ local function key_try(k, eid, tok, owner, adopted)
   if owner and (h[4] or '') ~= owner then
     return 0
   end
-  return nil
+  return nil, {h[5], h[6]}
 end
 `},
 	{"key_pend", `

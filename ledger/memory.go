@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,13 +83,42 @@ func (d memDone) live() bool {
 	return d.k.ord == d.seq && d.k.r.keys[d.k.name] == d.k
 }
 
-// memKeyOverhead is the estimated fixed size of one key's record beyond
-// the lengths of its name, event id, fingerprint and stored answer: the
-// struct (320 bytes with allocator rounding), its map slot, its entry in
-// the budget's order and the rounding of its strings' and answer's
-// allocations. TestMemoryBytesPerKey checks the estimate against the
-// measured heap.
-const memKeyOverhead = 480
+// The estimate of a key record's size (memKeySize) is the allocator's
+// size class of each of its structs, the allocations of its strings and
+// stored answer as the allocator rounds them (memAlloc), and memKeyShare.
+// TestMemoryKeyRecordSize checks the classes against the structs, and
+// TestMemoryBytesPerKey the estimate against the measured heap.
+const (
+	memKeyClass      = 160 // memLedgerKey
+	memKeyExtraClass = 112 // memKeyExtra
+	memDeadClass     = 64  // memDead
+	memKeyOrderClass = 64  // memKeyOrder
+	// memKeyShare bounds a key's share of its route's map (a 24-byte
+	// slot and its control byte, in tables between 7/16 and 7/8 full:
+	// at most 64 bytes) and of the budget's order (at most two 16-byte
+	// entries per key before it is compacted, and the slice's room to
+	// grow: 40 bytes).
+	memKeyShare    = 64 + 40
+	memKeyOverhead = memKeyClass + memKeyShare
+)
+
+// memClasses are the Go allocator's size classes up to 32 KiB.
+// TestMemAlloc checks them against the runtime's own rounding.
+var memClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+
+// memAlloc is what the allocator takes for n bytes without pointers (a
+// string, a stored answer): n's size class, or whole 8 KiB pages above
+// 32 KiB. 0 for 0.
+func memAlloc(n int) int {
+	switch {
+	case n <= 0:
+		return 0
+	case n > int(memClasses[len(memClasses)-1]):
+		return (n + 8191) &^ 8191
+	}
+	i, _ := slices.BinarySearch(memClasses[:], uint16(n))
+	return int(memClasses[i])
+}
 
 var _ Ledger = (*Memory)(nil)
 
@@ -109,32 +140,76 @@ type memLedgerRoute struct {
 }
 
 // memLedgerKey mirrors Redis's key hash; an empty string is an
-// absent field.
+// absent field. It holds what every key uses, largest fields first so
+// that no padding is left: 152 bytes (the allocator's 160-byte class,
+// with room for one more word). The fields only queued, dead-lettered
+// and reset keys use are in x, nil for a sync route's key
+// (TestMemoryKeyRecordSize keeps these sizes).
 type memLedgerKey struct {
-	st             string // enq, queued, dead, done; lock, reset (Sync); "" released
-	lease          int64  // ms: a lock's lease deadline
-	rst            int64  // ms: a reset tombstone's deadline (kept by Claim)
-	eid, tok, rtok string
+	n, qt       int64  // copies; tries over every lock or begin
+	first, last int64  // ms
+	lease       int64  // ms: a lock's lease deadline
+	expires     int64  // Unix ns; 0: never
+	ord         uint64 // its entry in Memory.order or locks; 0: none
+	tok, fp     string
+	// name is the key's name, the same string as its map key.
+	name string
+	rec  []byte          // encoded outcome (done)
+	r    *memLedgerRoute // its route, once counted
+	x    *memKeyExtra    // nil: never queued nor reset
+	hist *memHistory     // its history (history.go); nil: none
+	// size is counted in Memory.done (see account); it saturates at 4
+	// GiB, far above any stored answer a process can hold.
+	size uint32
+	st   memState
+	acct uint8 // how it is counted (acctIdle...); 0: not
+}
+
+// memKeyExtra is the part of a key record only the queue's keys and
+// reset tombstones use, kept apart so that a sync route's finished key
+// does not carry its fields.
+type memKeyExtra struct {
+	eid, rtok string
 	// ptok is a pending token: a retry or replay record produced with it
 	// may be read before its settlement is recorded, and is adopted then.
-	ptok        string
-	fp          string
-	n, qa, qt   int64
-	first, last int64 // ms
-	pos, owner  string
-	rec         []byte          // encoded outcome (done)
-	dead        *memDead        // dead-lettered: where and why; nil otherwise
-	expires     time.Time       // zero: never
-	size        int64           // counted in Memory.done (see account)
-	ord         uint64          // its entry in Memory.order or locks; 0: none
-	r           *memLedgerRoute // its route, once counted
-	acct        uint8           // how it is counted (acctIdle...); 0: not
-	// name is the key's name; ko its place in its order value's line
-	// (nil: unordered).
-	name string
-	ko   *memKeyOrder
-	// hist is the key's history (history.go); nil: none.
-	hist *memHistory
+	ptok       string
+	pos, owner string
+	qa         int64
+	rst        int64        // ms: a reset tombstone's deadline (kept by Claim)
+	dead       *memDead     // dead-lettered: where and why; nil otherwise
+	ko         *memKeyOrder // its place in its order value's line; nil: unordered
+}
+
+// more is k's extra part, made when first needed.
+func (k *memLedgerKey) more() *memKeyExtra {
+	if k.x == nil {
+		k.x = &memKeyExtra{}
+	}
+	return k.x
+}
+
+// eid is k's event id ("" for a sync route's key).
+func (k *memLedgerKey) eid() string {
+	if k.x == nil {
+		return ""
+	}
+	return k.x.eid
+}
+
+// rst is k's reset tombstone deadline (ms; 0: none).
+func (k *memLedgerKey) rst() int64 {
+	if k.x == nil {
+		return 0
+	}
+	return k.x.rst
+}
+
+// ko is k's order fields, nil when it is unordered.
+func (k *memLedgerKey) ko() *memKeyOrder {
+	if k.x == nil {
+		return nil
+	}
+	return k.x.ko
 }
 
 // memKeyOrder is an ordered key's order value ov, its sequence os in it
@@ -160,10 +235,23 @@ type memDead struct {
 
 // deadInfo is k's dead-letter fields, zero when it has none.
 func (k *memLedgerKey) deadInfo() memDead {
-	if k.dead == nil {
+	if k.x == nil || k.x.dead == nil {
 		return memDead{}
 	}
-	return *k.dead
+	return *k.x.dead
+}
+
+// expired reports whether k's time is up at now.
+func (k *memLedgerKey) expired(now time.Time) bool {
+	return k.expires != 0 && now.UnixNano() >= k.expires
+}
+
+// expireAt makes k expire at t (zero: never).
+func (k *memLedgerKey) expireAt(t time.Time) {
+	k.expires = 0
+	if !t.IsZero() {
+		k.expires = t.UnixNano()
+	}
 }
 
 // Key record states, as stored.
@@ -177,6 +265,39 @@ const (
 	ledgerLocked = "lock"
 	ledgerReset  = "reset"
 )
+
+// memState is a Memory key record's state (the stored states above).
+type memState uint8
+
+const (
+	// stReleased: a released sync lock's counters ("").
+	stReleased memState = iota
+	stEnqueuing
+	stQueued
+	stDead
+	stDone
+	stLocked
+	stReset
+)
+
+// String is the state as stored (ledgerEnqueuing...).
+func (s memState) String() string {
+	switch s {
+	case stEnqueuing:
+		return ledgerEnqueuing
+	case stQueued:
+		return ledgerQueued
+	case stDead:
+		return ledgerDead
+	case stDone:
+		return ledgerDone
+	case stLocked:
+		return ledgerLocked
+	case stReset:
+		return ledgerReset
+	}
+	return ""
+}
 
 // ledgerSweepEvery is how often Memory forgets every key whose time
 // is up, besides doing so lazily.
@@ -251,7 +372,7 @@ func (m *Memory) route(name string) *memLedgerRoute {
 // key returns name's record, forgetting it when its time is up.
 func (r *memLedgerRoute) key(name string, now time.Time) *memLedgerKey {
 	k := r.keys[name]
-	if k != nil && !k.expires.IsZero() && !now.Before(k.expires) {
+	if k != nil && k.expired(now) {
 		r.forget(name, k)
 		return nil
 	}
@@ -279,7 +400,7 @@ const (
 
 // uncount takes k, forgotten or moved on, out of the budget.
 func (m *Memory) uncount(k *memLedgerKey) {
-	m.done -= k.size
+	m.done -= int64(k.size)
 	switch k.acct {
 	case acctIdle:
 		m.idle--
@@ -300,11 +421,15 @@ func (m *Memory) remember(r *memLedgerRoute, name string, k *memLedgerKey) {
 }
 
 // account counts k, route r's key name, as how says (acctIdle...) and
-// keeps the budget.
+// keeps the budget. k keeps its own name, set when it was made (name is
+// k's only when it has none).
 func (m *Memory) account(r *memLedgerRoute, name string, k *memLedgerKey, how uint8) {
+	if k.name == "" {
+		k.name = name
+	}
 	m.uncount(k)
-	k.size = memKeySize(name, k)
-	m.done += k.size
+	k.size = uint32(min(memKeySize(k.name, k), math.MaxUint32))
+	m.done += int64(k.size)
 	k.acct = how
 	switch how {
 	case acctIdle:
@@ -316,7 +441,7 @@ func (m *Memory) account(r *memLedgerRoute, name string, k *memLedgerKey, how ui
 		return
 	}
 	m.ords++
-	k.ord, k.r, k.name = m.ords, r, name
+	k.ord, k.r = m.ords, r
 	switch how {
 	case acctIdle:
 		m.order = append(m.order, memDone{k, k.ord})
@@ -328,8 +453,18 @@ func (m *Memory) account(r *memLedgerRoute, name string, k *memLedgerKey, how ui
 
 // memKeySize is the estimated size of key name's record k.
 func memKeySize(name string, k *memLedgerKey) int64 {
-	d := k.deadInfo()
-	return int64(memKeyOverhead+len(name)+len(k.eid)+len(k.fp)+len(k.rec)+len(d.reason)+len(d.err)+len(d.dlq)) + k.hist.size()
+	n := memKeyOverhead + memAlloc(len(name)) + memAlloc(len(k.fp)) + memAlloc(len(k.tok)) + memAlloc(len(k.rec))
+	if x := k.x; x != nil {
+		n += memKeyExtraClass + memAlloc(len(x.eid)) + memAlloc(len(x.rtok)) + memAlloc(len(x.ptok)) +
+			memAlloc(len(x.pos)) + memAlloc(len(x.owner))
+		if d := x.dead; d != nil {
+			n += memDeadClass + memAlloc(len(d.reason)) + memAlloc(len(d.err)) + memAlloc(len(d.dlq))
+		}
+		if o := x.ko; o != nil {
+			n += memKeyOrderClass + memAlloc(len(o.ov)) + memAlloc(len(o.ppos))
+		}
+	}
+	return int64(n) + k.hist.size()
 }
 
 // touch makes idle k the most recently used.
@@ -337,8 +472,11 @@ func (m *Memory) touch(r *memLedgerRoute, name string, k *memLedgerKey) {
 	if k.acct != acctIdle || !m.bounded() {
 		return
 	}
+	if k.name == "" {
+		k.name = name
+	}
 	m.ords++
-	k.ord, k.r, k.name = m.ords, r, name
+	k.ord, k.r = m.ords, r
 	m.order = append(m.order, memDone{k, k.ord})
 	m.compact()
 }
@@ -410,17 +548,26 @@ const expireLocksBatch = 16
 // bounds them.
 func (m *Memory) expireLocks(now time.Time) {
 	ms := ledgerMs(now)
+	base := m.locks
 	for n := 0; len(m.locks) > 0 && n < expireLocksBatch; {
 		d := m.locks[0]
-		if d.live() {
-			if d.k.lease > ms {
-				break
-			}
+		live := d.live()
+		if live && d.k.lease > ms {
+			break
+		}
+		// Off the list before account, which may compact what is left.
+		m.locks[0] = memDone{}
+		m.locks = m.locks[1:]
+		if live {
 			m.account(d.k.r, d.k.name, d.k, acctIdle)
 			n++
 		}
-		m.locks[0] = memDone{}
-		m.locks = m.locks[1:]
+	}
+	if len(m.locks) == 0 && cap(base) <= 64 {
+		// Emptied: the next lock goes at the front of the small array
+		// again rather than into a new one.
+		clear(base[:cap(base)])
+		m.locks = base[:0]
 	}
 }
 
@@ -442,7 +589,7 @@ func (m *Memory) Len() int {
 	for _, r := range m.routes {
 		n += len(r.keys)
 		for _, k := range r.keys {
-			if k.st == ledgerReset {
+			if k.st == stReset {
 				n--
 			}
 		}
@@ -489,9 +636,9 @@ func (m *Memory) Reserve(ctx context.Context, res Reservation) (Reserved, error)
 			return Reserved{State: Full}, nil
 		}
 		first := ledgerMs(res.FirstSeen)
-		k := &memLedgerKey{st: ledgerEnqueuing, eid: res.EventID, tok: res.Token, rtok: res.Token,
-			fp: res.Fingerprint, n: 1, first: first, last: first,
-			expires: now.Add(time.Duration(ledgerTTL(res.Lease)) * time.Millisecond)}
+		k := &memLedgerKey{st: stEnqueuing, tok: res.Token, fp: res.Fingerprint, n: 1, first: first, last: first,
+			name: res.Key, x: &memKeyExtra{eid: res.EventID, rtok: res.Token}}
+		k.expireAt(now.Add(time.Duration(ledgerTTL(res.Lease)) * time.Millisecond))
 		k.orderOf(res)
 		k.hist = h
 		m.hist(ctx, k, now, store.HistArrival, 1, 0, "queued")
@@ -502,10 +649,10 @@ func (m *Memory) Reserve(ctx context.Context, res Reservation) (Reserved, error)
 	k.last = ledgerMs(now)
 	m.hist(ctx, k, now, store.HistArrival, k.n, 0, reservedVerdict(k, res.Fingerprint))
 	switch k.st {
-	case ledgerEnqueuing, ledgerLocked:
+	case stEnqueuing, stLocked:
 		// Being stored, or forwarded by a sync route's copy.
-		return Reserved{State: InFlight, ID: k.eid, Fingerprint: k.fp, Copies: k.n}, nil
-	case ledgerDone:
+		return Reserved{State: InFlight, ID: k.eid(), Fingerprint: k.fp, Copies: k.n}, nil
+	case stDone:
 		out, err := store.DecodeOutcome(k.rec)
 		if err != nil {
 			return Reserved{}, fmt.Errorf("ledger: memory reserve %q: %w: %v", res.Key, ErrCorrupt, err)
@@ -513,7 +660,7 @@ func (m *Memory) Reserve(ctx context.Context, res Reservation) (Reserved, error)
 		m.touch(r, res.Key, k)
 		return Reserved{State: Delivered, Fingerprint: out.Fingerprint, Outcome: out, Copies: k.n}, nil
 	}
-	return Reserved{State: Pending, ID: k.eid, Fingerprint: k.fp, Dead: k.st == ledgerDead, Copies: k.n}, nil
+	return Reserved{State: Pending, ID: k.eid(), Fingerprint: k.fp, Dead: k.st == stDead, Copies: k.n}, nil
 }
 
 // Confirm implements Ledger.
@@ -522,10 +669,10 @@ func (m *Memory) Confirm(_ context.Context, route, key, tok string) (bool, error
 	defer m.mu.Unlock()
 	r := m.route(route)
 	k := r.key(key, m.now())
-	if k == nil || k.rtok != tok {
+	if k == nil || k.x == nil || k.x.rtok != tok {
 		return false, nil
 	}
-	if k.st == ledgerEnqueuing {
+	if k.st == stEnqueuing {
 		m.adopt(r, k)
 	}
 	return true, nil
@@ -533,9 +680,9 @@ func (m *Memory) Confirm(_ context.Context, route, key, tok string) (bool, error
 
 // adopt makes an enqueuing key queued: permanent, in the age index.
 func (m *Memory) adopt(r *memLedgerRoute, k *memLedgerKey) {
-	k.st = ledgerQueued
-	k.expires = time.Time{}
-	r.age[k.eid] = k.first
+	k.st = stQueued
+	k.expires = 0
+	r.age[k.x.eid] = k.first
 	r.orderAssign(k)
 }
 
@@ -544,7 +691,7 @@ func (m *Memory) Abort(_ context.Context, route, key, tok string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.route(route)
-	if k := r.key(key, m.now()); k != nil && k.st == ledgerEnqueuing && k.tok == tok {
+	if k := r.key(key, m.now()); k != nil && k.st == stEnqueuing && k.tok == tok {
 		r.forget(key, k)
 	}
 	return nil
@@ -556,31 +703,32 @@ func (m *Memory) Begin(ctx context.Context, route, key, eid, tok, pos, owner str
 	defer m.mu.Unlock()
 	r := m.route(route)
 	k := r.key(key, m.now())
-	if k == nil || k.eid != eid || tok == "" {
+	if k == nil || k.x == nil || k.x.eid != eid || tok == "" {
 		return Begun{}, false, nil
 	}
+	x := k.x
 	prev := ""
 	switch {
-	case (k.st == ledgerQueued || k.st == ledgerEnqueuing) && k.tok == tok:
-		if k.pos != "" && k.pos != pos {
+	case (k.st == stQueued || k.st == stEnqueuing) && k.tok == tok:
+		if x.pos != "" && x.pos != pos {
 			return Begun{}, false, nil
 		}
-		if k.pos == pos {
-			prev = k.owner
+		if x.pos == pos {
+			prev = x.owner
 		}
-		if k.st == ledgerEnqueuing {
+		if k.st == stEnqueuing {
 			m.adopt(r, k)
 		}
 		// The record of the live token won: a retry record still being
 		// settled for it is a leftover.
-		k.ptok = ""
-	case (k.st == ledgerQueued || k.st == ledgerDead) && k.ptok == tok:
+		x.ptok = ""
+	case (k.st == stQueued || k.st == stDead) && x.ptok == tok:
 		// A retry or replay record read before its settlement was
 		// recorded: it is the live one now.
-		if k.st == ledgerDead {
+		if k.st == stDead {
 			m.revive(r, k)
 		}
-		k.tok, k.ptok = tok, ""
+		k.tok, x.ptok = tok, ""
 	default:
 		return Begun{}, false, nil
 	}
@@ -588,26 +736,27 @@ func (m *Memory) Begin(ctx context.Context, route, key, eid, tok, pos, owner str
 	if gate == gatePark {
 		return Begun{Parked: true}, false, nil
 	}
-	k.pos, k.owner = pos, owner
-	k.qa++
+	x.pos, x.owner = pos, owner
+	x.qa++
 	k.qt++
 	if gate == gateStale {
 		m.hist(ctx, k, m.now(), store.HistSkip, k.qt, 0, "stale")
 	} else {
 		m.hist(ctx, k, m.now(), store.HistTry, k.qt, 0, "")
 	}
-	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: k.qa, Total: k.qt, PrevOwner: prev, Stale: gate == gateStale}, true, nil
+	return Begun{Fingerprint: k.fp, FirstSeen: ledgerTime(k.first), Try: x.qa, Total: k.qt, PrevOwner: prev, Stale: gate == gateStale}, true, nil
 }
 
 // revive moves a dead-lettered key back to queued for a replay.
 func (m *Memory) revive(r *memLedgerRoute, k *memLedgerKey) {
-	k.st, k.qa = ledgerQueued, 0
-	k.pos, k.owner = "", ""
-	k.dead = nil
-	k.expires = time.Time{}
+	x := k.x
+	k.st, x.qa = stQueued, 0
+	x.pos, x.owner = "", ""
+	x.dead = nil
+	k.expires = 0
 	m.uncount(k) // a purged key read again
-	r.age[k.eid] = k.first
-	delete(r.dead, k.eid)
+	r.age[x.eid] = k.first
+	delete(r.dead, x.eid)
 	r.orderAssign(k)
 }
 
@@ -619,13 +768,13 @@ func (m *Memory) Intend(_ context.Context, route, key, eid, tok, owner, next str
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := m.route(route).key(key, m.now())
-	if k == nil || k.st != ledgerQueued || k.eid != eid || k.tok != tok {
+	if k == nil || k.st != stQueued || k.x.eid != eid || k.tok != tok {
 		return Stale, nil
 	}
-	if k.owner != owner {
+	if k.x.owner != owner {
 		return NotOwner, nil
 	}
-	k.ptok = next
+	k.x.ptok = next
 	return Recorded, nil
 }
 
@@ -646,31 +795,32 @@ func (m *Memory) Settle(ctx context.Context, route, key, eid, tok, owner string,
 	now := m.now()
 	r := m.route(route)
 	k := r.key(key, now)
-	if s.Kind == SettleRetry && k != nil && k.st == ledgerQueued && k.eid == eid && k.tok == s.NewToken {
+	if s.Kind == SettleRetry && k != nil && k.st == stQueued && k.x.eid == eid && k.tok == s.NewToken {
 		// Its retry record was read and adopted first.
 		return Recorded, nil
 	}
-	if k == nil || k.st != ledgerQueued || k.eid != eid || k.tok != tok {
+	if k == nil || k.st != stQueued || k.x.eid != eid || k.tok != tok {
 		return Stale, nil
 	}
-	if k.owner != owner {
+	x := k.x
+	if x.owner != owner {
 		return NotOwner, nil
 	}
-	k.pos, k.owner = "", ""
+	x.pos, x.owner = "", ""
 	switch s.Kind {
 	case SettleDelivered:
-		k.st, k.tok, k.ptok, k.rec = ledgerDone, "", "", rec
-		k.expires = now.Add(time.Duration(ledgerTTL(s.Retention)) * time.Millisecond)
+		k.st, k.tok, x.ptok, k.rec = stDone, "", "", rec
+		k.expireAt(now.Add(time.Duration(ledgerTTL(s.Retention)) * time.Millisecond))
 		delete(r.age, eid)
 		m.remember(r, key, k)
 		r.orderDone(k, true, now.Add(time.Duration(ledgerTTL(s.Retention))*time.Millisecond))
 		m.hist(ctx, k, now, store.HistSettle, k.qt, s.Outcome.Status, "delivered")
 	case SettleRetry:
-		k.tok, k.ptok = s.NewToken, ""
+		k.tok, x.ptok = s.NewToken, ""
 		m.hist(ctx, k, now, store.HistRetry, k.qt, 0, "retry")
 	default:
-		k.st, k.tok, k.ptok = ledgerDead, "", ""
-		k.dead = &memDead{dlq: s.DLQPos, reason: s.Reason, status: s.Status, err: s.Error, died: ledgerMs(s.At)}
+		k.st, k.tok, x.ptok = stDead, "", ""
+		x.dead = &memDead{dlq: s.DLQPos, reason: s.Reason, status: s.Status, err: s.Error, died: ledgerMs(s.At)}
 		delete(r.age, eid)
 		r.dead[eid] = key
 		m.hist(ctx, k, now, store.HistDead, k.qt, s.Status, s.Reason)
@@ -688,7 +838,7 @@ func (m *Memory) deadKey(r *memLedgerRoute, eid string) (string, *memLedgerKey) 
 		return "", nil
 	}
 	k := r.key(key, m.now())
-	if k == nil || k.st != ledgerDead || k.eid != eid {
+	if k == nil || k.st != stDead || k.x.eid != eid {
 		return "", nil
 	}
 	return key, k
@@ -703,7 +853,7 @@ func (m *Memory) Dead(_ context.Context, route, eid, next string) (string, strin
 		return "", "", ErrNotFound
 	}
 	if next != "" {
-		k.ptok = next
+		k.x.ptok = next
 	}
 	return key, k.deadInfo().dlq, nil
 }
@@ -731,7 +881,7 @@ func (m *Memory) Replay(ctx context.Context, route, eid, dlqPos, tok string) err
 		return ErrNotFound
 	}
 	m.revive(r, k)
-	k.tok, k.ptok = tok, ""
+	k.tok, k.x.ptok = tok, ""
 	m.hist(ctx, k, m.now(), store.HistReplay, k.qt, 0, "replayed")
 	return nil
 }
@@ -747,8 +897,8 @@ func (m *Memory) Purge(ctx context.Context, route, eid string, retention time.Du
 	}
 	delete(r.dead, eid)
 	now := m.now()
-	if k := r.key(key, now); k != nil && k.st == ledgerDead && k.eid == eid {
-		k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
+	if k := r.key(key, now); k != nil && k.st == stDead && k.x.eid == eid {
+		k.expireAt(now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond))
 		m.hist(ctx, k, now, store.HistPurge, k.qt, 0, "purged")
 		m.remember(r, key, k)
 		r.orderDone(k, false, orderKeep(now, retention))
@@ -827,21 +977,21 @@ func (m *Memory) Get(_ context.Context, route, key string) (KeyState, error) {
 func (m *Memory) get(r *memLedgerRoute, key string) (KeyState, error) {
 	now := m.now()
 	k := r.key(key, now)
-	if k == nil || k.st == ledgerReset {
+	if k == nil || k.st == stReset {
 		return KeyState{State: StateAbsent}, nil
 	}
-	ks := KeyState{EventID: k.eid, Copies: k.n, Attempts: k.qt, FirstSeen: ledgerTime(k.first),
+	ks := KeyState{EventID: k.eid(), Copies: k.n, Attempts: k.qt, FirstSeen: ledgerTime(k.first),
 		LastSeen: ledgerTime(k.last), Fingerprint: k.fp}
 	switch k.st {
-	case ledgerLocked, "":
+	case stLocked, stReleased:
 		// A sync copy's lock, or its counters once released.
 		ks.State = StateAbsent
 		if !k.free(ledgerMs(now)) {
 			ks.State = StateInFlight
 		}
-	case ledgerEnqueuing, ledgerQueued:
+	case stEnqueuing, stQueued:
 		ks.State = StateQueued
-	case ledgerDead:
+	case stDead:
 		ks.State = StateDeadLettered
 	default:
 		ks.State = StateFinished
@@ -864,9 +1014,10 @@ func (m *Memory) Delete(ctx context.Context, route, key string) (KeyState, error
 	r := m.route(route)
 	ks, err := m.get(r, key)
 	if k := r.keys[key]; k != nil {
-		delete(r.age, k.eid)
-		if r.dead[k.eid] == key {
-			delete(r.dead, k.eid)
+		eid := k.eid()
+		delete(r.age, eid)
+		if r.dead[eid] == key {
+			delete(r.dead, eid)
 		}
 		r.orderDone(k, false, time.Time{})
 		r.forget(key, k)

@@ -89,16 +89,16 @@ type HandBack struct {
 
 // orderOf records the reservation's order and stale values on k.
 func (k *memLedgerKey) orderOf(res Reservation) {
-	k.name = res.Key
 	if res.Order == "" {
 		return
 	}
-	k.ko = &memKeyOrder{ov: res.Order}
+	ko := &memKeyOrder{ov: res.Order}
+	k.more().ko = ko
 	if res.Stale == "" {
 		return
 	}
 	if v, err := strconv.ParseFloat(res.Stale, 64); err == nil && !math.IsNaN(v) {
-		k.ko.sv, k.ko.hasSV = v, true
+		ko.sv, ko.hasSV = v, true
 	}
 }
 
@@ -118,7 +118,7 @@ func (o *memOrders) value(v string) *memOrder {
 // value's line: a new sequence unless it is there already (a replay of a
 // key dead-lettered with hold keeps its place).
 func (r *memLedgerRoute) orderAssign(k *memLedgerKey) {
-	ko := k.ko
+	ko := k.ko()
 	if ko == nil {
 		return
 	}
@@ -148,7 +148,7 @@ func (mo *memOrder) head() string {
 // orderGate decides a begin of k: pass (unordered, or the head), park (k
 // joins the wait set) or stale.
 func (r *memLedgerRoute) orderGate(k *memLedgerKey, pos string) int {
-	ko := k.ko
+	ko := k.ko()
 	if ko == nil {
 		return gatePass
 	}
@@ -180,7 +180,7 @@ func (r *memLedgerRoute) orderGate(k *memLedgerKey, pos string) int {
 // parked. keep is how long a value whose line is now empty is kept for its
 // stale value (zero: as long as it was).
 func (r *memLedgerRoute) orderDone(k *memLedgerKey, delivered bool, keep time.Time) {
-	ko := k.ko
+	ko := k.ko()
 	if ko == nil {
 		return
 	}
@@ -215,8 +215,8 @@ func (r *memLedgerRoute) orderDone(k *memLedgerKey, delivered bool, keep time.Ti
 		r.ord.due = map[string]memDue{}
 	}
 	pos := ""
-	if hk := r.keys[h]; hk != nil && hk.ko != nil {
-		pos = hk.ko.ppos
+	if hk := r.keys[h]; hk != nil && hk.ko() != nil {
+		pos = hk.ko().ppos
 	}
 	r.ord.due[h] = memDue{pos: pos}
 }
@@ -261,16 +261,17 @@ func (m *Memory) HandBacks(_ context.Context, route string, redo time.Duration, 
 			continue
 		}
 		k := r.key(key, now)
-		if k == nil || k.st != ledgerQueued {
+		if k == nil || k.st != stQueued {
 			delete(r.ord.due, key)
 			continue
 		}
-		if k.ptok == "" {
-			k.ptok = orderToken()
+		x := k.x
+		if x.ptok == "" {
+			x.ptok = orderToken()
 		}
 		d.at = now
 		r.ord.due[key] = d
-		out = append(out, HandBack{Key: key, EventID: k.eid, Token: k.ptok, Pos: d.pos})
+		out = append(out, HandBack{Key: key, EventID: x.eid, Token: x.ptok, Pos: d.pos})
 	}
 	return out, nil
 }
@@ -338,29 +339,55 @@ local function ord_assign(k, p, key)
   redis.call('ZADD', line, seq, key)
 end
 `},
+	{"ord_new", `
+-- ord_new puts a key just queued by the same script (key_queue: a new
+-- record) in the line of order value v with stale value sv ('' none): a
+-- new sequence, written with ov and sv in one step. ord_assign's for a new
+-- key, without reading back what the script just wrote.
+local function ord_new(k, p, key, v, sv)
+  local line, h = p .. 'l:' .. v, p .. 'h:' .. v
+  redis.call('PERSIST', h)
+  local seq = redis.call('HINCRBY', h, 'seq', 1)
+  if sv ~= '' then
+    redis.call('HSET', k, 'ov', v, 'os', seq, 'sv', sv)
+  else
+    redis.call('HSET', k, 'ov', v, 'os', seq)
+  end
+  redis.call('ZADD', line, seq, key)
+end
+`},
 	{"ord_gate", `
 -- ord_gate decides a begin of key from pos: nil (unordered, or its
 -- value's head), 'park' (not the head: it joins the wait set, nothing
 -- else changes) or 'stale' (the head, older than an event of its value
--- already delivered).
-local function ord_gate(k, p, key, pos)
-  local f = redis.call('HMGET', k, 'ov', 'os', 'sv')
+-- already delivered). f, when given, is the key's {ov, os, sv} as the
+-- caller read them (key_can_begin's h[9], h[10], h[11]); nil: read here.
+-- nodue: the transport keeps no due set (ord_done's begun), so the head
+-- is not taken out of it.
+local function ord_gate(k, p, key, pos, f, nodue)
+  if not f then
+    f = redis.call('HMGET', k, 'ov', 'os', 'sv')
+  end
   local v = f[1]
   if not v or v == '' then
     return nil
   end
   local line = p .. 'l:' .. v
-  if not redis.call('ZSCORE', line, key) then
-    return nil
-  end
+  -- The head is in the line: one read decides the usual begin; only
+  -- another key's is asked whether it is in the line at all.
   if redis.call('ZRANGE', line, 0, 0)[1] ~= key then
+    if not redis.call('ZSCORE', line, key) then
+      return nil
+    end
     if redis.call('ZADD', p .. 'p:' .. v, tonumber(f[2]) or 0, key) == 1 then
       redis.call('INCR', p .. 'w')
     end
     redis.call('HSET', k, 'ppos', pos)
     return 'park'
   end
-  redis.call('ZREM', p .. 'd', key)
+  if not nodue then
+    redis.call('ZREM', p .. 'd', key)
+  end
   if f[3] then
     local last = redis.call('HGET', p .. 'h:' .. v, 'last')
     if last and tonumber(f[3]) < tonumber(last) then
@@ -374,28 +401,40 @@ end
 -- ord_done takes key out of its value's line (delivered: its stale value
 -- raises the value's last; keep, when given, is how long a value whose
 -- line is now empty keeps it, ms). When the new head is parked it leaves
--- the wait set, becomes due (p d) and is returned; else nil.
-local function ord_done(k, p, key, delivered, keep)
-  local f = redis.call('HMGET', k, 'ov', 'sv')
+-- the wait set, becomes due (p d) and is returned; else nil. f, when
+-- given, is the key's {ov, sv} as the caller read them (key_try's second
+-- result); nil: read here. begun: key is settling a try it began as its
+-- value's head from a transport that keeps no due set (the Streams queue,
+-- whose hand_back empties it in the same script): it is then neither
+-- parked nor due (a key leaves both when it becomes the head, and the
+-- head stays the head until it leaves the line), so they are not asked.
+local function ord_done(k, p, key, delivered, keep, f, begun)
+  if not f then
+    f = redis.call('HMGET', k, 'ov', 'sv')
+  end
   local v = f[1]
   if not v or v == '' then
     return nil
   end
   local line, h, park = p .. 'l:' .. v, p .. 'h:' .. v, p .. 'p:' .. v
   redis.call('ZREM', line, key)
-  redis.call('ZREM', p .. 'd', key)
-  if redis.call('ZREM', park, key) == 1 then
-    redis.call('DECR', p .. 'w')
+  if not begun then
+    redis.call('ZREM', p .. 'd', key)
+    if redis.call('ZREM', park, key) == 1 then
+      redis.call('DECR', p .. 'w')
+    end
   end
+  local haslast = false
   if delivered and f[2] then
     local last = redis.call('HGET', h, 'last')
     if not last or tonumber(f[2]) > tonumber(last) then
       redis.call('HSET', h, 'last', f[2])
     end
+    haslast = true
   end
   local head = redis.call('ZRANGE', line, 0, 0)[1]
   if not head then
-    if redis.call('HEXISTS', h, 'last') == 0 then
+    if not haslast and redis.call('HEXISTS', h, 'last') == 0 then
       redis.call('DEL', h)
     elseif keep then
       redis.call('PEXPIRE', h, keep)

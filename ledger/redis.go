@@ -277,7 +277,7 @@ local adopted = nil
 if ARGV[4] == 'retry' then
   adopted = ARGV[6]
 end
-local c = key_try(KEYS[1], ARGV[1], ARGV[2], ARGV[3], adopted)
+local c, of = key_try(KEYS[1], ARGV[1], ARGV[2], ARGV[3], adopted)
 if c then
   return c
 end
@@ -285,7 +285,7 @@ local H = hist_args(14)
 if ARGV[4] == 'done' then
   key_finish(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7])
   if ARGV[11] then
-    ord_done(KEYS[1], ARGV[11], ARGV[5], true, ARGV[7])
+    ord_done(KEYS[1], ARGV[11], ARGV[5], true, ARGV[7], of)
   end
   hist_add(KEYS[1], H, 'settle', redis.call('HGET', KEYS[1], 'qt'), 0, 'delivered')
 elseif ARGV[4] == 'retry' then
@@ -295,7 +295,7 @@ else
   key_dead(KEYS[1], KEYS[2], ARGV[1], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
   if ARGV[11] and ARGV[12] ~= '1' then
-    ord_done(KEYS[1], ARGV[11], ARGV[5], false, ARGV[13] ~= '' and ARGV[13] or nil)
+    ord_done(KEYS[1], ARGV[11], ARGV[5], false, ARGV[13] ~= '' and ARGV[13] or nil, of)
   end
   hist_add(KEYS[1], H, 'dead', redis.call('HGET', KEYS[1], 'qt'), tonumber(ARGV[8]), ARGV[7])
 end

@@ -165,13 +165,13 @@ func (m *Memory) SetSync(o SyncOptions) { m.sync = o }
 // free reports whether k is free for a new copy at now (ms): no state,
 // a reset tombstone, or a lock whose lease is over.
 func (k *memLedgerKey) free(now int64) bool {
-	return k.st == "" || k.st == ledgerReset || k.st == ledgerLocked && k.lease <= now
+	return k.st == stReleased || k.st == stReset || k.st == stLocked && k.lease <= now
 }
 
 // expireNoSooner makes k live at least until t.
 func (k *memLedgerKey) expireNoSooner(t time.Time) {
-	if !k.expires.IsZero() && k.expires.Before(t) {
-		k.expires = t
+	if ns := t.UnixNano(); k.expires != 0 && k.expires < ns {
+		k.expires = ns
 	}
 }
 
@@ -202,8 +202,8 @@ func (m *Memory) Claim(ctx context.Context, route, key, fp string, lease time.Du
 	k := r.key(key, now)
 	name := key
 	if k == nil {
-		k = &memLedgerKey{}
 		name = strings.Clone(key)
+		k = &memLedgerKey{name: name}
 		r.keys[name] = k
 	}
 	k.n++
@@ -213,7 +213,7 @@ func (m *Memory) Claim(ctx context.Context, route, key, fp string, lease time.Du
 	k.last = ms
 	keep := max(lease, m.sync.keep())
 	switch {
-	case k.st == ledgerDone:
+	case k.st == stDone:
 		out, err := store.DecodeOutcome(k.rec)
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("ledger: memory claim %q: %w: %v", key, errBothCorrupt, err)
@@ -225,7 +225,7 @@ func (m *Memory) Claim(ctx context.Context, route, key, fp string, lease time.Du
 		}
 		m.hist(ctx, k, now, store.HistArrival, k.n, 0, v)
 		return store.Claim{State: store.Finished, Attempts: k.n, Outcome: out}, nil
-	case k.st == ledgerLocked && !k.free(ms):
+	case k.st == stLocked && !k.free(ms):
 		left := time.Duration(k.lease-ms) * time.Millisecond
 		k.expireNoSooner(now.Add(max(keep, left)))
 		m.hist(ctx, k, now, store.HistArrival, k.n, 0, "in_flight")
@@ -236,13 +236,13 @@ func (m *Memory) Claim(ctx context.Context, route, key, fp string, lease time.Du
 			v = "conflict"
 		}
 		m.hist(ctx, k, now, store.HistArrival, k.n, 0, v)
-		return queuedClaim(k.st, k.n, k.eid, k.fp), nil
+		return queuedClaim(k.st.String(), k.n, k.eid(), k.fp), nil
 	}
-	k.st, k.tok, k.fp = ledgerLocked, m.syncToken(), strings.Clone(fp)
+	k.st, k.tok, k.fp = stLocked, m.syncToken(), strings.Clone(fp)
 	k.lease = ms + ledgerTTL(lease)
 	k.qt++
-	if k.expires.IsZero() {
-		k.expires = now.Add(keep)
+	if k.expires == 0 {
+		k.expireAt(now.Add(keep))
 	}
 	k.expireNoSooner(now.Add(keep))
 	m.hist(ctx, k, now, store.HistArrival, k.n, 0, "forwarded")
@@ -276,25 +276,25 @@ func (m *Memory) Finish(ctx context.Context, route, key, tok string, out store.O
 	r := m.route(route)
 	k := r.key(key, now)
 	switch {
-	case k != nil && k.st == ledgerLocked && k.tok == tok:
-	case k != nil && k.rst > ms:
+	case k != nil && k.st == stLocked && k.tok == tok:
+	case k != nil && k.rst() > ms:
 		// A reset tombstone's time still runs.
 		return store.ErrNotOwner
-	case k != nil && k.st == ledgerLocked && tok != "" && k.free(ms):
-	case tok != "" && (k == nil || k.st == ""):
+	case k != nil && k.st == stLocked && tok != "" && k.free(ms):
+	case tok != "" && (k == nil || k.st == stReleased):
 		if k == nil {
-			k = &memLedgerKey{}
-			r.keys[strings.Clone(key)] = k
+			k = &memLedgerKey{name: strings.Clone(key)}
+			r.keys[k.name] = k
 		}
 	default:
 		return store.ErrNotOwner
 	}
-	k.st, k.tok, k.lease, k.rec = ledgerDone, "", 0, rec
+	k.st, k.tok, k.lease, k.rec = stDone, "", 0, rec
 	if out.Fingerprint != "" {
 		// Kept in the outcome: a finished key answers with that one.
 		k.fp = ""
 	}
-	k.expires = now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond)
+	k.expireAt(now.Add(time.Duration(ledgerTTL(retention)) * time.Millisecond))
 	m.hist(ctx, k, now, store.HistSettle, k.qt, out.Status, "finished")
 	m.remember(r, key, k)
 	return nil
@@ -308,7 +308,7 @@ func (m *Memory) Release(ctx context.Context, route, key, tok string) error {
 	m.sweep(now)
 	r := m.route(route)
 	k := r.key(key, now)
-	if k == nil || k.st != ledgerLocked || k.tok != tok || k.free(ledgerMs(now)) {
+	if k == nil || k.st != stLocked || k.tok != tok || k.free(ledgerMs(now)) {
 		return store.ErrNotOwner
 	}
 	m.hist(ctx, k, now, store.HistRelease, k.qt, 0, "released")
@@ -316,7 +316,7 @@ func (m *Memory) Release(ctx context.Context, route, key, tok string) error {
 		r.forget(key, k)
 		return nil
 	}
-	k.st, k.tok, k.lease = "", "", 0
+	k.st, k.tok, k.lease = stReleased, "", 0
 	m.remember(r, key, k)
 	return nil
 }
@@ -332,19 +332,21 @@ func (m *Memory) Reset(ctx context.Context, route, key string) (KeyState, error)
 	var h *memHistory
 	if k := r.keys[key]; k != nil {
 		h = k.hist
-		if k.st == ledgerLocked {
+		if k.st == stLocked {
 			hold = max(hold, time.Duration(k.lease-ledgerMs(now))*time.Millisecond)
 		}
-		delete(r.age, k.eid)
-		if r.dead[k.eid] == key {
-			delete(r.dead, k.eid)
+		eid := k.eid()
+		delete(r.age, eid)
+		if r.dead[eid] == key {
+			delete(r.dead, eid)
 		}
 		r.forget(key, k)
 	}
 	var tomb *memLedgerKey
 	if hold > 0 {
 		name := strings.Clone(key)
-		tomb = &memLedgerKey{st: ledgerReset, rst: ledgerMs(now.Add(hold)), expires: now.Add(hold)}
+		tomb = &memLedgerKey{st: stReset, name: name, x: &memKeyExtra{rst: ledgerMs(now.Add(hold))}}
+		tomb.expireAt(now.Add(hold))
 		r.keys[name] = tomb
 		m.account(r, name, tomb, acctHeld)
 	}

@@ -47,18 +47,18 @@ func (w *discardWriter) expect(b *testing.B, code int) {
 	}
 }
 
-func benchGateway(b *testing.B) (*proxy.Gateway, []byte) {
+func benchGateway(b testing.TB) (*proxy.Gateway, []byte) {
 	// One body under many keys: no replay guard.
 	return benchGatewayWith(b, "    idempotency: { allow_unsigned_key: true }")
 }
 
-func benchGatewayWith(b *testing.B, extra string) (*proxy.Gateway, []byte) {
+func benchGatewayWith(b testing.TB, extra string) (*proxy.Gateway, []byte) {
 	return benchGatewayTraced(b, extra, nil)
 }
 
 // benchGatewayTraced is benchGatewayWith with tracer making the spans (nil:
 // tracing off).
-func benchGatewayTraced(b *testing.B, extra string, tracer trace.Tracer) (*proxy.Gateway, []byte) {
+func benchGatewayTraced(b testing.TB, extra string, tracer trace.Tracer) (*proxy.Gateway, []byte) {
 	y := strings.ReplaceAll(strings.ReplaceAll(baseConfig, "%UPSTREAM%", benchUpstream(b)), "%EXTRA%", extra)
 	y = strings.Replace(y, "max_body: 1KiB", "max_body: 64KiB", 1)
 	cfg, err := config.Parse([]byte(y), "bench.yaml", b.TempDir(), func(string) string { return "" })
@@ -85,7 +85,7 @@ func benchGatewayTraced(b *testing.B, extra string, tracer trace.Tracer) (*proxy
 // (net/http's server, the upstream until 2026-12-05, allocated about 36
 // objects per request), so allocs/op is the gateway's, its client
 // included.
-func benchUpstream(b *testing.B) string {
+func benchUpstream(b testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -390,11 +390,7 @@ if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[6]) then
 end
 key_queue(KEYS[1], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if ARGV[8] ~= '' then
-  redis.call('HSET', KEYS[1], 'ov', ARGV[8])
-  if ARGV[9] ~= '' then
-    redis.call('HSET', KEYS[1], 'sv', ARGV[9])
-  end
-  ord_assign(KEYS[1], ARGV[10], ARGV[7])
+  ord_new(KEYS[1], ARGV[10], ARGV[7], ARGV[8], ARGV[9])
 end
 redis.call('HSET', KEYS[2], 'key', ARGV[7], 'req', ARGV[5], 'first', ARGV[4])
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[1], 't', ARGV[2], 'k', ARGV[7])
@@ -443,7 +439,7 @@ end
 if not owned then
   return {2}
 end
-local gate = ARGV[6] and ord_gate(KEYS[1], ARGV[6], ARGV[7], ARGV[1])
+local gate = ARGV[6] and ord_gate(KEYS[1], ARGV[6], ARGV[7], ARGV[1], {h[9], h[10], h[11]}, true)
 if gate == 'park' then
   if group then
     redis.call('XACK', KEYS[3], 'clawgate', ARGV[1])
@@ -496,7 +492,7 @@ else
 end
 redis.call('XDEL', KEYS[3], ARGV[1])
 local eid = ARGV[3]
-local c = key_try(KEYS[1], eid, ARGV[4])
+local c, of = key_try(KEYS[1], eid, ARGV[4])
 if c then
   return c
 end
@@ -506,7 +502,7 @@ if ARGV[5] == 'done' then
   hist_add(KEYS[1], H, 'settle', redis.call('HGET', KEYS[1], 'qt'), 0, 'delivered')
   redis.call('DEL', KEYS[2])
   if ARGV[11] then
-    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], true, ARGV[9]), ARGV[13])
+    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], true, ARGV[9], of, true), ARGV[13])
   end
 elseif ARGV[5] == 'retry' then
   key_retry(KEYS[1], ARGV[8])
@@ -521,7 +517,7 @@ else
   redis.call('HSET', KEYS[2], 'dlq', id)
   redis.call('INCRBY', KEYS[7], redis.call('HSTRLEN', KEYS[2], 'req'))
   if ARGV[11] and ARGV[14] ~= '1' then
-    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], false, ARGV[15] ~= '' and ARGV[15] or nil), ARGV[13])
+    hand_back(ARGV[11], ARGV[12], KEYS[3], ord_done(KEYS[1], ARGV[11], ARGV[7], false, ARGV[15] ~= '' and ARGV[15] or nil, of, true), ARGV[13])
   end
 end
 return 1

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -45,6 +46,10 @@ func TestKeysGetAndResetAgreeOnAttempts(t *testing.T) {
 					}
 				}
 				qi := &qInstance{Server: in.Server, t: t}
+				// The upstream's 2xx comes a moment before the queue
+				// settles it.
+				qEventually(t, 10*time.Second, func() bool { return qi.keyState("evt-5").State == "finished" },
+					func() string { return fmt.Sprintf("evt-5: %+v, want finished", qi.keyState("evt-5")) })
 				got := qi.keyState("evt-5")
 				var reset admin.ResetResult
 				if code := qi.adminJSON("DELETE", "/admin/keys/orders/evt-5", &reset); code != 200 {

@@ -104,8 +104,9 @@ func (g *killGateway) tail() string {
 }
 
 // startKillGateway runs the binary on a config of its own: the queue route
-// "orders" on Redis at redisAddr, forwarding to upstream.
-func startKillGateway(t *testing.T, bin, name, redisAddr, queueYAML, upstream string) *killGateway {
+// "orders" on Redis at redisAddr, forwarding to upstream, with more of the
+// route's YAML in routeYAML (each line indented as the route's fields).
+func startKillGateway(t *testing.T, bin, name, redisAddr, queueYAML, routeYAML, upstream string) *killGateway {
 	t.Helper()
 	dir := t.TempDir()
 	listen, adm := freePort(t), freePort(t)
@@ -124,7 +125,7 @@ routes:
     retry: { max_attempts: 10, initial: 100ms, max: 1s }
     idempotency: { key: ["json:id"] }
     verify: { scheme: none }
-`, listen, adm, redisAddr, queueYAML, upstream)
+%s`, listen, adm, redisAddr, queueYAML, upstream, routeYAML)
 	cfg := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfg, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
@@ -248,8 +249,8 @@ func TestQueueKilledInstanceTakenOver(t *testing.T) {
 func killAndTakeOver(t *testing.T, bin, backend, queueYAML string) {
 	redisAddr := redistest.Start(t)
 	up := newKillUpstream(t)
-	a := startKillGateway(t, bin, "a", redisAddr, queueYAML, up.srvs["a"].URL)
-	b := startKillGateway(t, bin, "b", redisAddr, queueYAML, up.srvs["b"].URL)
+	a := startKillGateway(t, bin, "a", redisAddr, queueYAML, "", up.srvs["a"].URL)
+	b := startKillGateway(t, bin, "b", redisAddr, queueYAML, "", up.srvs["b"].URL)
 
 	const events = 1000
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{

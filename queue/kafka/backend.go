@@ -99,7 +99,10 @@ type Options struct {
 	// HandBackRedo is how long an ordered event handed back (its turn
 	// came while it was parked) may go without being begun before the
 	// sweeper produces its record again: the instance that was to
-	// produce it may have died first. Default 30s.
+	// produce it may have died first, or its call to the ledger timed
+	// out after the ledger had handed the event back. Default 10s: a lost
+	// hand-back holds its order value that long; a record produced again
+	// while the first is still unread is dropped as a leftover.
 	HandBackRedo time.Duration
 	Log          *slog.Logger
 }
@@ -184,7 +187,7 @@ func New(o Options) (*Backend, error) {
 		o.LagEvery = 5 * time.Second
 	}
 	if o.HandBackRedo <= 0 {
-		o.HandBackRedo = 30 * time.Second
+		o.HandBackRedo = 10 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
