@@ -831,6 +831,9 @@ if ((MEMKEY_KEYS > 0)); then
 	log "memory store: $MEMKEY_KEYS finished keys with 100-byte bodies"
 	line=$(timeout 600 "$BIN/memkey" -keys "$MEMKEY_KEYS" -body 100) || die "memkey failed"
 	echo "kind=memkey ${line#MEMKEY }" >>"$RESULTS"
+	# The same with each key's history at its default (dedupe.history).
+	line=$(timeout 600 "$BIN/memkey" -keys "$MEMKEY_KEYS" -body 100 -history 50) || die "memkey -history failed"
+	echo "kind=memkey ${line#MEMKEY }" >>"$RESULTS"
 fi
 
 # --- how the cost grows --------------------------------------------------------

@@ -40,6 +40,7 @@ import (
 func main() {
 	n := flag.Int("keys", 1_000_000, "finished keys to store")
 	bodySize := flag.Int("body", 100, "replay body `bytes` per key")
+	history := flag.Int("history", 0, "dedupe.history: `entries` each key's history keeps (0 off; with it on each key records its arrival and its settle, as a forwarded delivery does)")
 	flag.Parse()
 	ctx := context.Background()
 	body := make([]byte, *bodySize) // the store copies it on Finish
@@ -49,6 +50,7 @@ func main() {
 
 	heap0, rss0 := measure()
 	m := ledger.NewMemoryStore(store.MemoryOptions{MaxKeys: *n, MaxBytes: math.MaxInt64}) // bounded by -keys alone: this measures a key
+	m.SetHistory(ledger.HistoryOptions{Cap: *history, Keep: 24 * time.Hour, Instance: "gw-1"})
 	buf := []byte("bench:")
 	var seed [8]byte
 	for i := 0; i < *n; i++ {
@@ -57,12 +59,16 @@ func main() {
 		binary.BigEndian.PutUint64(seed[:], uint64(i))
 		sum := sha256.Sum256(seed[:])
 		fp := hex.EncodeToString(sum[:])
-		c, err := m.Claim(ctx, key, fp, time.Minute)
+		// What a delivery tells the history: its request id (32 hex
+		// digits), the secret that verified it, the client's address.
+		note := store.Note{RequestID: fp[:32], Secret: "k1", Client: "203.0.113.7"}
+		c, err := m.Claim(store.WithNote(ctx, note), key, fp, time.Minute)
 		if err != nil || c.State != store.Claimed {
 			fatalf("memkey: claim %d: %v %v", i, c.State, err)
 		}
 		out := store.Outcome{Status: 200, ContentType: "application/json", Body: body, Fingerprint: fp}
-		if err := m.Finish(ctx, key, c.Token, out, 24*time.Hour); err != nil {
+		note.Status, note.UpstreamMS = 200, 12
+		if err := m.Finish(store.WithNote(ctx, note), key, c.Token, out, 24*time.Hour); err != nil {
 			fatalf("memkey: finish %d: %v", i, err)
 		}
 	}
@@ -72,8 +78,8 @@ func main() {
 	}
 	heap := float64(heap1-heap0) / float64(*n)
 	rss := float64(rss1-rss0) / float64(*n)
-	fmt.Printf("MEMKEY keys=%d body=%d key_bytes=%d heap_per_key=%.0f heap_beyond_body=%.0f rss_per_key=%.0f rss_beyond_body=%.0f\n",
-		*n, *bodySize, len(buf), heap, heap-float64(*bodySize), rss, rss-float64(*bodySize))
+	fmt.Printf("MEMKEY keys=%d body=%d history=%d key_bytes=%d heap_per_key=%.0f heap_beyond_body=%.0f rss_per_key=%.0f rss_beyond_body=%.0f estimate_per_key=%.0f\n",
+		*n, *bodySize, *history, len(buf), heap, heap-float64(*bodySize), rss, rss-float64(*bodySize), float64(m.Bytes())/float64(*n))
 	runtime.KeepAlive(m)
 }
 

@@ -424,10 +424,13 @@ type check struct {
 }
 
 type report struct {
-	rows     map[string]map[string]*row
-	rate     map[string]*rateRow
-	wrk      map[string]map[string]map[string]rec // case, round, target
-	memkey   rec
+	rows   map[string]map[string]*row
+	rate   map[string]*rateRow
+	wrk    map[string]map[string]map[string]rec // case, round, target
+	memkey rec
+	// memkeyH is memkey with dedupe.history at its default (nil: not
+	// measured).
+	memkeyH  rec
 	rounds   int
 	checks   []check
 	goals    []goalResult
@@ -477,7 +480,11 @@ func analyse(recs []rec) *report {
 			}
 			r.checkQueue(fmt.Sprintf("fixed-rate round %s, %s", rd, t), x)
 		case "memkey":
-			r.memkey = x
+			if x.f("history") > 0 {
+				r.memkeyH = x
+			} else {
+				r.memkey = x
+			}
 		}
 	}
 	for _, c := range cases {
@@ -1197,7 +1204,20 @@ func (r *report) memLine() string {
 	}
 	return fmt.Sprintf("%s bytes per finished key beyond its %s-byte body (live heap after GC: %s bytes per key in all; "+
 		"resident set grew %s bytes per key, %s beyond the body; %s keys of %s bytes)",
-		m["heap_beyond_body"], m["body"], m["heap_per_key"], m["rss_per_key"], m["rss_beyond_body"], m["keys"], m["key_bytes"])
+		m["heap_beyond_body"], m["body"], m["heap_per_key"], m["rss_per_key"], m["rss_beyond_body"], m["keys"], m["key_bytes"]) +
+		r.memHistoryLine()
+}
+
+// memHistoryLine is the memory per key with each key's history on, as
+// the default dedupe.history keeps it ("" when not measured).
+func (r *report) memHistoryLine() string {
+	m := r.memkeyH
+	if m == nil {
+		return ""
+	}
+	return fmt.Sprintf("; with `dedupe.history: %s` (the default), each key also holding its arrival and its settle: "+
+		"%s bytes beyond the body (resident %s), of which the history %.0f",
+		m["history"], m["heap_beyond_body"], m["rss_beyond_body"], m.f("heap_beyond_body")-r.memkey.f("heap_beyond_body"))
 }
 
 func (r *report) text(w io.Writer) {

@@ -47,7 +47,11 @@ kind=rate round=1 target=direct p99_us=1000 p50_us=500
 kind=rate round=1 target=nginx p99_us=1200 p50_us=600
 kind=rate round=1 target=clawgate-memory p99_us=2500 p50_us=700
 kind=memkey heap_beyond_body=292 body=100
+kind=memkey heap_beyond_body=540 body=100 history=50 rss_beyond_body=600
 `))
+	if got := r.memLine(); !strings.Contains(got, "`dedupe.history: 50` (the default), each key also holding its arrival and its settle: 540 bytes beyond the body (resident 600), of which the history 248") {
+		t.Fatalf("memory line without the history's figure: %s", got)
+	}
 	row := r.rows["unique"]["clawgate-memory"]
 	// per-round ratios 0.8, 0.6, 0.75: median 0.75 (not 80/100 from medians)
 	if row.rpsX != 0.75 || row.rps != 80 {
