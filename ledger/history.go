@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"math"
+	"sort"
 	"strings"
 	"time"
 	"unsafe"
@@ -92,7 +93,11 @@ func (m *Memory) hist(ctx context.Context, k *memLedgerKey, now time.Time, kind 
 			}
 		}()
 	}
-	e := store.EncodeHistory(store.HistoryEntry{At: now, Kind: kind, Instance: m.histo.Instance,
+	at := now
+	if !n.At.IsZero() {
+		at = n.At
+	}
+	e := store.EncodeHistory(store.HistoryEntry{At: at, Kind: kind, Instance: m.histo.Instance,
 		RequestID: n.RequestID, Attempt: attempt, Status: status, MS: n.UpstreamMS, Detail: detail + n.Suffix()})
 	rest := h.s
 	for ; h.n >= m.histo.Cap && rest != ""; h.n-- {
@@ -292,6 +297,9 @@ func HistoryArgs(ctx context.Context, o HistoryOptions, now time.Time, status in
 // a 0 cap when the history is off.
 func histArgs(ctx context.Context, o HistoryOptions, now time.Time) []any {
 	n := store.NoteFrom(ctx)
+	if !n.At.IsZero() {
+		now = n.At
+	}
 	switch {
 	case o.Cap <= 0:
 		return []any{0, 0, 0, "", "", 0, 0, ""}
@@ -302,8 +310,9 @@ func histArgs(ctx context.Context, o HistoryOptions, now time.Time) []any {
 		n.Status, n.UpstreamMS, store.CleanField(n.Suffix())}
 }
 
-// ReadHistory reads a record's history field (h), oldest first,
-// skipping what is not an entry.
+// ReadHistory reads a record's history field (h), oldest first (by
+// time: an entry written late, such as the copies a window answered, takes
+// its place), skipping what is not an entry.
 func ReadHistory(h string) []store.HistoryEntry {
 	if h == "" {
 		return nil
@@ -315,6 +324,7 @@ func ReadHistory(h string) []store.HistoryEntry {
 			out = append(out, e)
 		}
 	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out
 }
 

@@ -96,8 +96,8 @@ const DefaultWriteTimeout = 30 * time.Second
 
 // Gateway is the http.Handler of the delivery listener.
 type Gateway struct {
-	// notes bounds the history notes in flight (history.go).
-	notes   chan struct{}
+	// notes gathers the history notes to write (history.go).
+	notes   notes
 	guard   *dedupe.Guard
 	metrics *metrics.Metrics
 	log     *slog.Logger
@@ -141,7 +141,6 @@ func New(cfg *config.Config, o Options) *Gateway {
 		peeks:        peeks(o.Store),
 		modes:        o.Modes,
 		writeTimeout: o.WriteTimeout,
-		notes:        make(chan struct{}, notesInFlight),
 	}
 	if g.writeTimeout <= 0 {
 		g.writeTimeout = DefaultWriteTimeout

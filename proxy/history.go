@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"net"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/clawgate/clawgate/dedupe"
@@ -14,9 +17,10 @@ import (
 // the context (its request id, the secret that verified it, the client's
 // address, the upstream's status and time). A copy answered without a
 // store call (from this instance's window) or refused 401 changes no
-// record: it is appended by a call of its own, in the background and
-// only to a key whose record exists, so that an unauthenticated caller
-// or a forged key never creates a record or a history.
+// record: it is appended by a call of its own, gathered per key for a
+// second (noteArrival), and only to a key whose record exists, so that an
+// unauthenticated caller or a forged key never creates a record or a
+// history.
 
 // historyOn reports whether d's keys keep a history.
 func (d *delivery) historyOn() bool { return d.t.cfg.Dedupe.History > 0 }
@@ -64,38 +68,91 @@ func (g *Gateway) noteWindow(d *delivery, adm dedupe.Admission) {
 	g.noteArrival(d, d.scoped, verdict)
 }
 
-// notesInFlight bounds the background history notes: past it, a note is
-// dropped rather than queued (a flood of duplicates or of bad signatures
-// must not pile up calls to the store).
-const notesInFlight = 64
+// A copy that changed no record is noted a second later, gathered per key
+// and verdict: a storm of copies of one event answered from the window
+// (17 pushes, or 20,000 a second) writes one entry a second per key, not
+// one store call per copy, and the duplicates' path stays a map update.
+const (
+	// noteEvery is how long notes gather before they are written.
+	noteEvery = time.Second
+	// notesMax bounds the keys gathered: past it, a copy of another key
+	// is not noted (counted in the debug log of the next write).
+	notesMax = 10_000
+	// noteTimeout bounds one note's store call.
+	noteTimeout = 2 * time.Second
+)
 
-// noteTimeout bounds one background note.
-const noteTimeout = 2 * time.Second
+// notes gathers the copies to note until the next write.
+type notes struct {
+	mu      sync.Mutex
+	pending map[noteKey]*pendingNote
+	dropped int
+}
 
-// noteArrival appends an arrival that changed nothing (verdict) to the
-// history of scoped when the key has a record, in the background.
+type noteKey struct{ scoped, verdict string }
+
+// pendingNote is the first copy's note and the copies gathered.
+type pendingNote struct {
+	n      store.Note
+	copies int
+}
+
+// noteArrival notes an arrival that changed nothing (verdict) in the
+// history of scoped, when the key has a record, within noteEvery.
 func (g *Gateway) noteArrival(d *delivery, scoped, verdict string) {
 	if !d.historyOn() {
 		return
 	}
-	n, ok := g.store.(store.HistoryNoter)
-	if !ok {
+	if _, ok := g.store.(store.HistoryNoter); !ok {
 		return
 	}
-	select {
-	case g.notes <- struct{}{}:
-	default:
+	k := noteKey{scoped, verdict}
+	ns := &g.notes
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if p := ns.pending[k]; p != nil {
+		p.copies++
 		return
 	}
-	ctx := store.WithNote(context.Background(), d.noteOf())
-	go func() {
-		defer func() { <-g.notes }()
-		ctx, cancel := context.WithTimeout(ctx, noteTimeout)
-		defer cancel()
-		if err := n.Note(ctx, scoped, verdict); err != nil {
+	if len(ns.pending) >= notesMax {
+		ns.dropped++
+		return
+	}
+	if ns.pending == nil {
+		ns.pending = map[noteKey]*pendingNote{}
+		time.AfterFunc(noteEvery, g.writeNotes)
+	}
+	n := d.noteOf()
+	// The delivery's strings live in its own block: keep copies.
+	n.RequestID, n.Client, n.Secret = strings.Clone(n.RequestID), strings.Clone(n.Client), strings.Clone(n.Secret)
+	n.At = time.Now()
+	ns.pending[k] = &pendingNote{n: n, copies: 1}
+}
+
+// writeNotes writes the gathered notes, one entry per key and verdict:
+// the first copy's time, request id and client, and how many copies
+// there were when more than one.
+func (g *Gateway) writeNotes() {
+	ns := &g.notes
+	ns.mu.Lock()
+	pending, dropped := ns.pending, ns.dropped
+	ns.pending, ns.dropped = nil, 0
+	ns.mu.Unlock()
+	if dropped > 0 {
+		g.log.Debug("history: copies not noted (too many keys at once)", "copies", dropped)
+	}
+	n, _ := g.store.(store.HistoryNoter)
+	for k, p := range pending {
+		verdict := k.verdict
+		if p.copies > 1 {
+			verdict += " copies=" + strconv.Itoa(p.copies)
+		}
+		ctx, cancel := context.WithTimeout(store.WithNote(context.Background(), p.n), noteTimeout)
+		if err := n.Note(ctx, k.scoped, verdict); err != nil {
 			g.log.Debug("history: could not note an arrival", "error", err.Error())
 		}
-	}()
+		cancel()
+	}
 }
 
 // noteUnauthorized appends a copy refused 401 (reason: why its signature

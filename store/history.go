@@ -57,6 +57,10 @@ type Note struct {
 	// already recorded by the call before it on the same record).
 	Unrecorded bool
 	UpstreamMS int64
+	// At is when what the entry records happened; zero: when it is
+	// written (a note written later, such as the copies an instance's
+	// window answered, gathered for a second, carries the first's time).
+	At time.Time
 }
 
 type noteKey struct{}
