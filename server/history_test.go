@@ -281,7 +281,9 @@ func TestKeyHistoryGathersAStormOfCopies(t *testing.T) {
 					}
 				}
 				return counted >= copies-1
-			}, func() string { return fmt.Sprintf("replayed copies noted %d of %d: %s", counted, copies-1, historyKinds(h)) })
+			}, func() string {
+				return fmt.Sprintf("replayed copies noted %d of %d: %s", counted, copies-1, historyKinds(h))
+			})
 			if counted != copies-1 || len(h.Events) > 2+5 {
 				t.Fatalf("%d replayed copies in %d entries (%s), want %d in a few", counted, len(h.Events), historyKinds(h), copies-1)
 			}
