@@ -82,10 +82,13 @@ func (n Note) Suffix() string {
 	if n.Secret == "" && n.Client == "" && n.Action == "" {
 		return ""
 	}
+	// One allocation: the pieces are written, not joined first.
 	var b strings.Builder
-	for _, f := range [...][2]string{{"secret", n.Secret}, {"client", n.Client}, {"by", n.Action}} {
+	b.Grow(len(n.Secret) + len(n.Client) + len(n.Action) + len(" secret= client= by="))
+	for _, f := range [...][2]string{{" secret=", n.Secret}, {" client=", n.Client}, {" by=", n.Action}} {
 		if f[1] != "" {
-			b.WriteString(" " + f[0] + "=" + f[1])
+			b.WriteString(f[0])
+			b.WriteString(f[1])
 		}
 	}
 	return b.String()
