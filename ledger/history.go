@@ -221,6 +221,16 @@ local function hist_kept(k, H, old, kind, attempt, detail)
   end
 end
 `},
+	{"done_verdict", `
+-- done_verdict is the verdict of a copy (fingerprint fp) of finished key
+-- k: replayed, or conflict for another payload.
+local function done_verdict(k, fp)
+  if redis.call('HGET', k, 'fp') ~= fp then
+    return 'conflict'
+  end
+  return 'replayed'
+end
+`},
 	{"seen_hist", `
 -- seen_hist appends the arrival key_seen's reply r tells of (fp the
 -- copy's fingerprint) and returns r.
@@ -228,10 +238,7 @@ local function seen_hist(k, r, fp, H)
   if H then
     local v = 'queued'
     if r[1] == 2 then
-      v = 'replayed'
-      if redis.call('HGET', k, 'fp') ~= fp then
-        v = 'conflict'
-      end
+      v = done_verdict(k, fp)
     elseif r[3] == ENQ or r[3] == LOCK then
       v = 'in_flight'
     elseif r[5] ~= fp then
@@ -254,10 +261,7 @@ local function claim_hist(k, r, fp)
     elseif c == 1 then
       v = 'in_flight'
     elseif c == 2 then
-      v = 'replayed'
-      if redis.call('HGET', k, 'fp') ~= fp then
-        v = 'conflict'
-      end
+      v = done_verdict(k, fp)
     elseif r[5] ~= fp then
       v = 'conflict'
     end

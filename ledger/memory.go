@@ -647,7 +647,9 @@ func (m *Memory) Reserve(ctx context.Context, res Reservation) (Reserved, error)
 	}
 	k.n++
 	k.last = ledgerMs(now)
-	m.hist(ctx, k, now, store.HistArrival, k.n, 0, reservedVerdict(k, res.Fingerprint))
+	if m.histo.Cap > 0 { // the verdict decodes a finished key's outcome
+		m.hist(ctx, k, now, store.HistArrival, k.n, 0, reservedVerdict(k, res.Fingerprint))
+	}
 	switch k.st {
 	case stEnqueuing, stLocked:
 		// Being stored, or forwarded by a sync route's copy.

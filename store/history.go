@@ -108,20 +108,19 @@ const histSep = "\x1f"
 // EncodeHistory is an entry as the records keep it: its fields joined by
 // histSep, at in ms.
 func EncodeHistory(e HistoryEntry) string {
-	return strings.Join([]string{strconv.FormatInt(e.At.UnixMilli(), 10), e.Kind, clean(e.Instance), clean(e.RequestID),
-		strconv.FormatInt(e.Attempt, 10), strconv.Itoa(e.Status), strconv.FormatInt(e.MS, 10), clean(e.Detail)}, histSep)
+	return strings.Join([]string{strconv.FormatInt(e.At.UnixMilli(), 10), e.Kind, CleanField(e.Instance), CleanField(e.RequestID),
+		strconv.FormatInt(e.Attempt, 10), strconv.Itoa(e.Status), strconv.FormatInt(e.MS, 10), CleanField(e.Detail)}, histSep)
 }
 
-// clean drops histSep and the entries' separator (0x1e) from a field.
-func clean(s string) string {
+// CleanField drops histSep and the entries' separator (0x1e) from a
+// field: EncodeHistory's, and the fields sent to a script that builds the
+// entry.
+func CleanField(s string) string {
 	if !strings.ContainsAny(s, "\x1e\x1f") {
 		return s
 	}
 	return strings.NewReplacer("\x1e", "", "\x1f", "").Replace(s)
 }
-
-// CleanField is clean for fields sent to a script that builds the entry.
-func CleanField(s string) string { return clean(s) }
 
 // DecodeHistory reads an encoded entry; ok false when it is not one.
 func DecodeHistory(s string) (HistoryEntry, bool) {
