@@ -53,6 +53,9 @@ test-deps:
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test $(RACE) -count=1 -timeout 10m ./...
+	# The allocation tests skip under -race (its sync.Pool drops items):
+	# run them once without it.
+	$(GO) test -count=1 -run 'Alloc|DoNotAllocate|AllocatesNothing' ./proxy/ ./verify/ ./ledger/ ./store/
 	model/check.sh
 	scripts/check-deploy.sh
 	scripts/check-k8s.sh
