@@ -35,6 +35,8 @@ type HistoryOptions struct {
 	Keep time.Duration
 	// Instance names this instance in its entries.
 	Instance string
+
+	box *histBox // the script arguments of the fields above (prepared)
 }
 
 func (o HistoryOptions) keep() time.Duration {
@@ -300,18 +302,54 @@ func HistoryArgs(ctx context.Context, o HistoryOptions, now time.Time, status in
 // histArgs are the history arguments of a script (hist_args): none but
 // a 0 cap when the history is off.
 func histArgs(ctx context.Context, o HistoryOptions, now time.Time) []any {
+	return appendHist(make([]any, 0, histN), ctx, o, now)
+}
+
+// histN is the number of history arguments.
+const histN = 8
+
+// histOff are the history arguments when the history is off.
+var histOff = [histN]any{0, 0, 0, "", "", 0, 0, ""}
+
+// appendHist appends the history arguments to dst (the script's other
+// arguments, with room for histN more: a unique delivery's two scripts
+// then build their arguments in one allocation).
+func appendHist(dst []any, ctx context.Context, o HistoryOptions, now time.Time) []any {
+	if o.Cap <= 0 {
+		return append(dst, histOff[:]...)
+	}
+	b := o.box
+	if b == nil {
+		b = o.boxed()
+	}
 	n := store.NoteFrom(ctx)
+	if n.Unrecorded {
+		return append(dst, b.negCap, b.keep, 0, "", "", 0, 0, "")
+	}
 	if !n.At.IsZero() {
 		now = n.At
 	}
-	switch {
-	case o.Cap <= 0:
-		return []any{0, 0, 0, "", "", 0, 0, ""}
-	case n.Unrecorded:
-		return []any{-o.Cap, o.keep().Milliseconds(), 0, "", "", 0, 0, ""}
+	var st, up any = 0, 0
+	if n.Status != 0 {
+		st = n.Status
 	}
-	return []any{o.Cap, o.keep().Milliseconds(), now.UnixMilli(), store.CleanField(o.Instance), store.CleanField(n.RequestID),
-		n.Status, n.UpstreamMS, store.CleanField(n.Suffix())}
+	if n.UpstreamMS != 0 {
+		up = n.UpstreamMS
+	}
+	return append(dst, b.cap, b.keep, now.UnixMilli(), b.inst, store.CleanField(n.RequestID), st, up, store.CleanField(n.Suffix()))
+}
+
+// histBox is a HistoryOptions's constant script arguments, boxed once.
+type histBox struct{ cap, negCap, keep, inst any }
+
+func (o HistoryOptions) boxed() *histBox {
+	return &histBox{cap: o.Cap, negCap: -o.Cap, keep: o.keep().Milliseconds(), inst: store.CleanField(o.Instance)}
+}
+
+// prepared is o with its constant script arguments boxed (SetHistory).
+func (o HistoryOptions) prepared() HistoryOptions {
+	o.box = o.boxed()
+	return o
 }
 
 // ReadHistory reads a record's history field (h), oldest first (by
@@ -342,7 +380,7 @@ var (
 
 // hargs is args followed by the history's.
 func (l *Redis) hargs(ctx context.Context, args ...any) []any {
-	return append(args, histArgs(ctx, l.histo, l.now())...)
+	return appendHist(args, ctx, l.histo, l.now())
 }
 
 // History returns route's key's history, oldest first.
@@ -357,7 +395,7 @@ func (l *Redis) Note(ctx context.Context, route, key, verdict string) error {
 }
 
 // SetHistory sets the history's options; call it before use.
-func (s *SyncRedis) SetHistory(o HistoryOptions) { s.hist = o }
+func (s *SyncRedis) SetHistory(o HistoryOptions) { s.hist = o.prepared() }
 
 // SetHistory sets the history's options of the sync routes' records;
 // call it before use.
@@ -366,6 +404,7 @@ func (s *RedisStore) SetHistory(o HistoryOptions) { s.sync.SetHistory(o) }
 // SetHistory sets the history's options; call it before use (after
 // SetSync).
 func (l *Redis) SetHistory(o HistoryOptions) {
+	o = o.prepared()
 	l.histo = o
 	if l.sync != nil {
 		l.sync.SetHistory(o)

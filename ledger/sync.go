@@ -546,7 +546,7 @@ func (s *SyncRedis) Claim(ctx context.Context, route, key, fp string, lease time
 	defer cancel()
 	now := s.now()
 	v, err := s.eval(ctx, s.run, "claim", syncClaimScript, []string{hash},
-		append([]any{tok, fp, now.UnixMilli(), ledgerTTL(lease), s.opts.keep().Milliseconds()}, histArgs(ctx, s.hist, now)...)...)
+		appendHist(append(make([]any, 0, 5+histN), tok, fp, now.UnixMilli(), ledgerTTL(lease), s.opts.keep().Milliseconds()), ctx, s.hist, now)...)
 	if err != nil {
 		return store.Claim{}, err
 	}
@@ -609,7 +609,7 @@ func (s *SyncRedis) Finish(ctx context.Context, route, key, tok string, out stor
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	v, err := s.eval(ctx, s.durable, "finish", syncFinishScript, []string{hash},
-		append([]any{tok, rec, ledgerTTL(retention), out.Status}, histArgs(ctx, s.hist, s.now())...)...)
+		appendHist(append(make([]any, 0, 4+histN), tok, rec, ledgerTTL(retention), out.Status), ctx, s.hist, s.now())...)
 	return ownerReply("finish", v, err)
 }
 
@@ -635,7 +635,7 @@ func (s *SyncRedis) Release(ctx context.Context, route, key, tok string) error {
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	v, err := s.eval(ctx, s.run, "release", syncReleaseScript, []string{hash}, append([]any{tok, drop}, histArgs(ctx, s.hist, s.now())...)...)
+	v, err := s.eval(ctx, s.run, "release", syncReleaseScript, []string{hash}, appendHist(append(make([]any, 0, 2+histN), tok, drop), ctx, s.hist, s.now())...)
 	return ownerReply("release", v, err)
 }
 

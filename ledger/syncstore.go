@@ -150,7 +150,7 @@ func (s *RedisStore) Claim(ctx context.Context, scoped, fp string, lockTTL time.
 	defer cancel()
 	now := s.sync.now()
 	v, err := s.sync.eval(ctx, s.sync.run, "claim", syncClaimV1Script, []string{hash, lock, done, attempts},
-		append([]any{tok, fp, now.UnixMilli(), ledgerTTL(lockTTL), s.sync.opts.keep().Milliseconds()}, histArgs(ctx, s.sync.hist, now)...)...)
+		appendHist(append(make([]any, 0, 5+histN), tok, fp, now.UnixMilli(), ledgerTTL(lockTTL), s.sync.opts.keep().Milliseconds()), ctx, s.sync.hist, now)...)
 	if err != nil {
 		return store.Claim{}, err
 	}
