@@ -90,6 +90,9 @@
 #                     before it, for the pre-flight event)
 #   BENCH_DOC         markdown output (default docs/benchmarks.md; none in
 #                     quick mode); BENCH_RESULTS=FILE keeps the raw lines
+#                     (and FILE.meta, FILE.scale: bench/cmd/report -results
+#                     FILE -meta FILE.meta -scale FILE.scale renders the run
+#                     again)
 #   BENCH_QUICK=1     smoke run: 1 round of 2 s, 3 s fixed rate, 100k keys
 #   BENCH_KEEP=1      keep the temp dir (configs, logs) for inspection
 #   BENCH_NICE=N      run the whole bench at niceness N (e.g. -10, as root) so
@@ -890,7 +893,11 @@ cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	echo "Wall time of the whole run: $((wall / 60)) min $((wall % 60)) s"
 } >"$META"
 
-[[ -n ${BENCH_RESULTS:-} ]] && cp "$RESULTS" "$BENCH_RESULTS"
+if [[ -n ${BENCH_RESULTS:-} ]]; then
+	cp "$RESULTS" "$BENCH_RESULTS"
+	cp "$META" "$BENCH_RESULTS.meta"
+	[[ -s $SCALE_OUT ]] && cp "$SCALE_OUT" "$BENCH_RESULTS.scale"
+fi
 rc=0
 "$BIN/report" -results "$RESULTS" -meta "$META" "${SCALE_ARG[@]}" ${BENCH_DOC:+-doc "$BENCH_DOC" -analysis "$ROOT/bench/analysis.md"} || rc=$?
 log "done in $((wall / 60))m$((wall % 60))s"

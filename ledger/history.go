@@ -175,31 +175,38 @@ local function hist_args(i)
   return {math.abs(cap), tonumber(ARGV[i + 1]) or 0, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], cap < 0}
 end
 `},
-	{"hist_add", `
--- hist_add appends an entry to k's history (H from hist_args; nil: off):
--- the hash's field h, its entries separated by \30 and their fields by
--- \31, the oldest dropped past H[1]. It lives and dies with the hash.
-local function hist_add(k, H, kind, attempt, status, detail)
-  if not H or H[9] then
-    return
-  end
+	{"hist_entry", `
+-- hist_entry is the history s (false or nil: none) with an entry
+-- appended (H from hist_args): entries separated by \30 and their fields
+-- by \31, the oldest dropped past H[1]. It calls nothing: the key
+-- transitions that read and write the record anyway (key_claim,
+-- key_done) carry the history in the same HMGET and HSET.
+local function hist_entry(s, H, kind, attempt, status, detail)
   if not status or status == 0 then
     status = H[6]
   end
   local e = table.concat({H[3], kind, H[4], H[5], tostring(attempt or 0), tostring(status), H[7], (detail or '') .. H[8]}, '\31')
-  local s = redis.call('HGET', k, 'h')
-  if s then
-    s = s .. '\30' .. e
-    local _, n = string.gsub(s, '\30', '')
-    n = n + 1
-    while n > H[1] do
-      s = string.sub(s, string.find(s, '\30', 1, true) + 1)
-      n = n - 1
-    end
-  else
-    s = e
+  if not s then
+    return e
   end
-  redis.call('HSET', k, 'h', s)
+  s = s .. '\30' .. e
+  local _, n = string.gsub(s, '\30', '')
+  n = n + 1
+  while n > H[1] do
+    s = string.sub(s, string.find(s, '\30', 1, true) + 1)
+    n = n - 1
+  end
+  return s
+end
+`},
+	{"hist_add", `
+-- hist_add appends an entry to k's history (H from hist_args; nil: off):
+-- the hash's field h (hist_entry). It lives and dies with the hash.
+local function hist_add(k, H, kind, attempt, status, detail)
+  if not H or H[9] then
+    return
+  end
+  redis.call('HSET', k, 'h', hist_entry(redis.call('HGET', k, 'h'), H, kind, attempt, status, detail))
 end
 `},
 	{"hist_kept", `
@@ -253,14 +260,12 @@ end
 `},
 	{"claim_hist", `
 -- claim_hist appends the arrival key_claim's reply r tells of (fp the
--- copy's fingerprint; history arguments from ARGV[6]) and returns r.
-local function claim_hist(k, r, fp)
-  local H = hist_args(6)
-  if H then
+-- copy's fingerprint; history arguments H) and returns r. A copy that
+-- locked the key (r[1] 0) key_claim has recorded itself, as forwarded.
+local function claim_hist(k, r, fp, H)
+  if H and r[1] ~= 0 then
     local c, v = r[1], 'queued'
-    if c == 0 then
-      v = 'forwarded'
-    elseif c == 1 then
+    if c == 1 then
       v = 'in_flight'
     elseif c == 2 then
       v = done_verdict(k, fp)

@@ -334,9 +334,11 @@ end
 -- one try more; the hash lives at least max(lease, keep) ms (keep: how
 -- long the counters outlive a released lock). Reply: {0, n} locked;
 -- {1, n, ms left} another copy's lease; {2, n, rec} finished; {3, n,
--- st, eid, fp} the queue holds the key (enq, queued or dead).
-local function key_claim(k, tok, fp, now, lease, keep)
-  local h = redis.call('HMGET', k, 'st', 'lease', 'eid', 'fp', 'rec')
+-- st, eid, fp} the queue holds the key (enq, queued or dead). With the
+-- history's arguments H, a copy that locks the key is recorded as
+-- forwarded in the same write (hist_entry).
+local function key_claim(k, tok, fp, now, lease, keep, H)
+  local h = redis.call('HMGET', k, 'st', 'lease', 'eid', 'fp', 'rec', 'h')
   local n = redis.call('HINCRBY', k, 'n', 1)
   if n == 1 then
     redis.call('HSET', k, 'first', now, 'last', now)
@@ -359,7 +361,11 @@ local function key_claim(k, tok, fp, now, lease, keep)
     end
     return {1, n, left}
   end
-  redis.call('HSET', k, 'st', LOCK, 'tok', tok, 'lease', t + lease, 'fp', fp)
+  if H and not H[9] then
+    redis.call('HSET', k, 'st', LOCK, 'tok', tok, 'lease', t + lease, 'fp', fp, 'h', hist_entry(h[6], H, 'arrival', n, 0, 'forwarded'))
+  else
+    redis.call('HSET', k, 'st', LOCK, 'tok', tok, 'lease', t + lease, 'fp', fp)
+  end
   redis.call('HINCRBY', k, 'qt', 1)
   if redis.call('PTTL', k) < ttl then
     redis.call('PEXPIRE', k, ttl)
@@ -374,9 +380,11 @@ end
 -- whose lease is over), tok is not empty and no reset tombstone's time
 -- (rst) runs: the lock vanished and the upstream did accept this copy.
 -- 0 (nothing changed) otherwise: another copy's live lease, a finished
--- key, a reset tombstone, a key the queue holds.
-local function key_done(k, tok, rec, retention)
-  local h = redis.call('HMGET', k, 'st', 'tok', 'lease', 'rst')
+-- key, a reset tombstone, a key the queue holds. With the history's
+-- arguments H, the settle (the upstream's status) is recorded in the same
+-- write (hist_entry).
+local function key_done(k, tok, rec, retention, H, status)
+  local h = redis.call('HMGET', k, 'st', 'tok', 'lease', 'rst', 'qt', 'h')
   if h[1] ~= LOCK or h[2] ~= tok then
     if tok == '' or (h[1] and not (h[1] == LOCK and key_free(h[1], h[3]))) then
       return 0
@@ -387,7 +395,11 @@ local function key_done(k, tok, rec, retention)
       return 0
     end
   end
-  redis.call('HSET', k, 'st', DONE, 'rec', rec)
+  if H and not H[9] then
+    redis.call('HSET', k, 'st', DONE, 'rec', rec, 'h', hist_entry(h[6], H, 'settle', h[5], tonumber(status), 'finished'))
+  else
+    redis.call('HSET', k, 'st', DONE, 'rec', rec)
+  end
   redis.call('HDEL', k, 'tok', 'lease')
   redis.call('PEXPIRE', k, retention)
   return 1

@@ -436,17 +436,13 @@ var (
 	// KEYS: key hash. ARGV: tok, fp, now ms, lease ms, keep ms.
 	// Reply: key_claim's.
 	// ARGV[6...]: the history's (hist_args).
-	syncClaimScript = Script(`return claim_hist(KEYS[1], key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]), ARGV[2])`)
+	syncClaimScript = Script(`
+local H = hist_args(6)
+return claim_hist(KEYS[1], key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], H), ARGV[2], H)`)
 	// KEYS: key hash. ARGV: tok, rec, retention ms. Reply: 1 recorded, 0
 	// not.
 	// ARGV[5...]: the history's; ARGV[4] the outcome's status.
-	syncFinishScript = Script(`
-local r = key_done(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
-if r == 1 then
-  hist_add(KEYS[1], hist_args(5), 'settle', redis.call('HGET', KEYS[1], 'qt'), tonumber(ARGV[4]), 'finished')
-end
-return r
-`)
+	syncFinishScript = Script(`return key_done(KEYS[1], ARGV[1], ARGV[2], ARGV[3], hist_args(5), ARGV[4])`)
 	// KEYS: key hash. ARGV: tok, "1" to drop the counters. Reply: 1
 	// released, 0 not the owner.
 	// ARGV[3...]: the history's.

@@ -109,7 +109,8 @@ if key_free(h[1], h[2]) then
     return old
   end
 end
-return claim_hist(KEYS[1], key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]), ARGV[2])
+local H = hist_args(6)
+return claim_hist(KEYS[1], key_claim(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], H), ARGV[2], H)
 `)
 	// KEYS: the version-1 lock and record of a key. Reply: {0} none,
 	// {1} held, {2, rec} finished; nothing changed.
