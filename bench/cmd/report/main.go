@@ -1438,7 +1438,7 @@ func (r *report) markdown(w io.Writer, meta []string) {
 	table(w, true, cpuHead, r.cpuRows())
 	fmt.Fprintf(w, "\n## Reading the results\n\n%s\n", reading)
 	fmt.Fprintf(w, "\n## Method\n\n%s\n", method(get, r))
-	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                      # the full run; writes this file\nBENCH_QUICK=1 bench/run.sh      # smoke run: 1 round of 2 s; writes no file unless BENCH_DOC=PATH\nROUNDS=5 DURATION=10 CONNECTIONS=128 bench/run.sh   # knobs\n```\n\n"+
+	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                      # the full run; writes this file\nBENCH_QUICK=1 bench/run.sh      # smoke run: 1 round of 2 s; writes no file unless BENCH_DOC=PATH\nROUNDS=5 DURATION=10 CONNECTIONS=128 bench/run.sh   # knobs\nBENCH_RESULTS=run.txt make bench # also keeps the raw lines (run.txt, .meta, .scale) to render again\nbench/profile.sh                # a CPU profile of one case (SERVER, STORE, CASE, HISTORY, DELIVERY)\nbench/tail.sh                   # what the fixed-rate tail is made of on a busy machine\n```\n\n"+
 		"`bench/run.sh` installs what is missing (`wrk`, `nginx-light`, `haproxy`, `caddy`, `redis-server`) with `scripts/ensure-pkg.sh`, "+
 		"builds clawgate and the tools in `bench/cmd/` into a temp dir, starts its own upstream, Nginx (its own config, "+
 		"pid file, logs and temp paths; never the system's), HAProxy and Caddy (their own configs and logs in the temp dir; "+
