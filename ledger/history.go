@@ -185,7 +185,7 @@ local function hist_entry(s, H, kind, attempt, status, detail)
   if not status or status == 0 then
     status = H[6]
   end
-  local e = table.concat({H[3], kind, H[4], H[5], tostring(attempt or 0), tostring(status), H[7], (detail or '') .. H[8]}, '\31')
+  local e = H[3] .. '\31' .. kind .. '\31' .. H[4] .. '\31' .. H[5] .. '\31' .. (attempt or 0) .. '\31' .. status .. '\31' .. H[7] .. '\31' .. (detail or '') .. H[8]
   if not s then
     return e
   end
