@@ -20,6 +20,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/route.sh
+. "$ROOT/bench/route.sh"
 SERVER=${SERVER:-fasthttp}
 STORE=${STORE:-memory}
 CASE=${CASE:-unique}
@@ -79,17 +81,7 @@ admin: { listen: "127.0.0.1:${ports[1]}" }
 store:
   $store$extra
 $queue
-routes:
-  - name: bench
-    match: { path: /webhook/bench, methods: [POST] }
-    upstream: http://$UP$route_delivery
-    dedupe: { mode: enforce }
-    idempotency: { required: true, key: ["json:id"] }
-    verify:
-      scheme: hmac
-      header: X-Signature
-      prefix: "sha256="
-      secrets: [{ id: k1, secret_env: CLAWGATE_BENCH_SECRET }]
+$(bench_route "$UP" "$route_delivery")
 EOF
 "$TMP/clawgate" check -config "$TMP/cg.yaml" >/dev/null
 "$TMP/clawgate" serve -config "$TMP/cg.yaml" -grace 1s 2>"$TMP/cg.log" &

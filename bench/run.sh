@@ -106,6 +106,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/route.sh
+. "$ROOT/bench/route.sh"
 CALLER_PWD=$PWD
 cd "$ROOT"
 START_TIME=$EPOCHREALTIME
@@ -500,22 +502,7 @@ admin:
 store:
   $store$dedupe
 $queue
-routes:
-  - name: bench
-    match: { path: /webhook/bench, methods: [POST] }
-    upstream: http://$UP_ADDR$delivery
-    dedupe: { mode: enforce }
-    idempotency:
-      required: true
-      key: ["json:id"]   # signed: the body carries the id
-    verify:
-      scheme: hmac
-      header: X-Signature
-      algorithm: sha256
-      encoding: hex
-      prefix: "sha256="
-      secrets:
-        - { id: k1, secret_env: CLAWGATE_BENCH_SECRET }
+$(bench_route "$UP_ADDR" "$delivery")
 EOF
 	"$TMP/clawgate" check -config "$TMP/clawgate-$1.yaml" >"$TMP/check.out" 2>&1 ||
 		die "clawgate check rejected $TMP/clawgate-$1.yaml: $(cat "$TMP/check.out")"

@@ -21,6 +21,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/route.sh
+. "$ROOT/bench/route.sh"
 ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-2000}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/clawgate-tail.XXXXXX")
@@ -48,16 +50,7 @@ listen: "127.0.0.1:${ports[0]}"
 server: fasthttp
 admin: { listen: "127.0.0.1:${ports[1]}" }
 store: { backend: memory }
-routes:
-  - name: bench
-    match: { path: /webhook/bench, methods: [POST] }
-    upstream: http://$UP
-    idempotency: { required: true, key: ["json:id"] }
-    verify:
-      scheme: hmac
-      header: X-Signature
-      prefix: "sha256="
-      secrets: [{ id: k1, secret_env: CLAWGATE_BENCH_SECRET }]
+$(bench_route "$UP")
 EOF
 
 # schedstat PID: "CPU-ns WAIT-ns" summed over the process's threads.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -289,18 +290,28 @@ func (r *Redis) Close() error {
 // SetRedisLogger sends the Redis client library's own log lines (a failed
 // dial, a discarded connection) to l at debug level instead of the
 // library's default plain-text lines on stderr; nil discards them. It is
-// process-wide, like the library setting it wraps.
+// process-wide, like the library setting it wraps: the library's logger
+// is set once, and a later call (another gateway in the same process, a
+// test's second instance) only swaps where its lines go, so clients
+// already running never see the setting change under them.
 func SetRedisLogger(l *slog.Logger) {
-	redis.SetLogger(redisLogger{l})
+	redisLog.Store(l)
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
 }
 
-type redisLogger struct{ l *slog.Logger }
+var (
+	redisLog     atomic.Pointer[slog.Logger]
+	redisLogOnce sync.Once
+)
 
-func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	if r.l == nil || !r.l.Enabled(ctx, slog.LevelDebug) {
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l := redisLog.Load()
+	if l == nil || !l.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	r.l.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "redis")
+	l.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "redis")
 }
 
 // Client is the Redis client the store uses, for the delivery queue that
