@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,16 +15,9 @@ import (
 
 	"github.com/clawgate/clawgate/admin"
 	"github.com/clawgate/clawgate/internal/eventually"
+	"github.com/clawgate/clawgate/internal/ordertest"
 	"github.com/clawgate/clawgate/store/redistest"
 )
-
-// orderTry is one try the ordered upstream saw.
-type orderTry struct {
-	key        string
-	start, end time.Time
-	accepted   bool // answered 2xx to a gateway still waiting for it
-	cut        bool // the gateway hung up first (its instance stopped)
-}
 
 // orderUpstream is an ordered route's upstream: it answers 500 at random
 // to an event's first two tries, and records every try by the order value
@@ -35,7 +27,7 @@ type orderUpstream struct {
 	mu  sync.Mutex
 	rnd *rand.Rand
 	// tries by value, in the order they started.
-	tries    map[string][]*orderTry
+	tries    map[string][]*ordertest.Try
 	inFlight atomic.Int64
 	// hang, while set, holds every new try until unhang is closed or the
 	// gateway hangs up.
@@ -44,7 +36,7 @@ type orderUpstream struct {
 }
 
 func newOrderUpstream(t *testing.T) *orderUpstream {
-	u := &orderUpstream{rnd: rand.New(rand.NewPCG(7, 21)), tries: map[string][]*orderTry{}, unhang: make(chan struct{})}
+	u := &orderUpstream{rnd: rand.New(rand.NewPCG(7, 21)), tries: map[string][]*ordertest.Try{}, unhang: make(chan struct{})}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(u.srv.Close)
 	return u
@@ -55,7 +47,7 @@ func (u *orderUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	v, _, _ := strings.Cut(key, "-")
 	attempt := r.Header.Get("X-Clawgate-Attempt")
-	tr := &orderTry{key: key, start: time.Now()}
+	tr := &ordertest.Try{Key: key, Start: time.Now()}
 	u.inFlight.Add(1)
 	defer u.inFlight.Add(-1)
 	u.mu.Lock()
@@ -83,9 +75,9 @@ func (u *orderUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		status = 500
 	}
 	u.mu.Lock()
-	tr.end = time.Now()
-	tr.cut = r.Context().Err() != nil
-	tr.accepted = status == 200 && !tr.cut
+	tr.End = time.Now()
+	tr.Cut = r.Context().Err() != nil
+	tr.Accepted = status == 200 && !tr.Cut
 	u.mu.Unlock()
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `{"upstream":%d}`, status)
@@ -154,30 +146,16 @@ func testOrderLoad(t *testing.T, be string, c qConf) {
 		close(up.unhang)
 		close(stopB)
 	}()
-	want := map[string][]string{} // value -> keys to be delivered, in order
-	var skipped []string
-	var keys []string
+	wl := ordertest.Workload{Values: values, PerValue: perValue}
+	keys, _, skipped := wl.Events()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []string
 	for vi := range values {
-		v := fmt.Sprintf("v%02d", vi)
-		for j := range perValue {
-			key := fmt.Sprintf("%s-%04d", v, j)
-			keys = append(keys, key)
-			if j%5 == 4 {
-				skipped = append(skipped, key)
-			} else {
-				want[v] = append(want[v], key)
-			}
-		}
+		v := wl.Value(vi)
 		wg.Go(func() {
 			for j := range perValue {
-				key := fmt.Sprintf("%s-%04d", v, j)
-				ts := j * 10
-				if j%5 == 4 {
-					ts = (j - 2) * 10 // older than the event before it
-				}
+				key, ts := wl.Key(v, j), wl.TS(j)
 				ok, last := false, ""
 				for try := 0; try < 1000 && !ok; try++ {
 					url := a.url()
@@ -244,38 +222,18 @@ func testOrderLoad(t *testing.T, be string, c qConf) {
 		}
 		v, n, _ := strings.Cut(k, "-")
 		j, _ := strconv.Atoi(n)
-		if status, body, _ := oPost(a.url(), k, v, (j-2)*10); status != 200 || !strings.Contains(body, `"skipped"`) {
+		if status, body, _ := oPost(a.url(), k, v, wl.TS(j)); status != 200 || !strings.Contains(body, `"skipped"`) {
 			t.Errorf("a copy of skipped %s answered %d %s, want the stored skipped answer", k, status, body)
 		}
 	}
 	up.mu.Lock()
 	defer up.mu.Unlock()
-	cuts, dups := 0, 0
-	for vi := range values {
-		v := fmt.Sprintf("v%02d", vi)
-		tries := up.tries[v]
-		var got []string
-		for i, tr := range tries {
-			if tr.cut {
-				cuts++
-			}
-			if tr.accepted {
-				if len(got) > 0 && got[len(got)-1] == tr.key {
-					dups++ // a cut try the upstream accepted, tried again
-				} else {
-					got = append(got, tr.key)
-				}
-			}
-			for _, other := range tries[:i] {
-				if !tr.cut && !other.cut && other.end.After(tr.start) {
-					t.Errorf("value %s: try of %s began while a try of %s was on its way", v, tr.key, other.key)
-				}
-			}
-		}
-		if !slices.Equal(got, want[v]) {
-			t.Errorf("value %s: the upstream accepted %v, want %v", v, got, want[v])
-		}
+	// A stopped instance's hung-up try may end after its successor began.
+	res := wl.Check(up.tries, true)
+	for _, f := range res.Failures {
+		t.Error(f)
 	}
+	cuts, dups := res.Cuts, res.Twice
 	if dups > cuts {
 		t.Errorf("%d events accepted twice, more than the %d tries the stop cut", dups, cuts)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,16 +16,9 @@ import (
 
 	"github.com/clawgate/clawgate/internal/eventually"
 	"github.com/clawgate/clawgate/internal/kafkatest"
+	"github.com/clawgate/clawgate/internal/ordertest"
 	"github.com/clawgate/clawgate/store/redistest"
 )
-
-// oKillTry is one try of an ordered event as the upstream saw it.
-type oKillTry struct {
-	inst, key  string
-	start, end time.Time
-	accepted   bool // answered 2xx to a gateway still waiting for it
-	cut        bool // the gateway hung up first (its process was killed)
-}
 
 // oKillUpstream records every try by the order value in its body
 // ("obj":{"id":V}); each instance has a listener of its own. While hang
@@ -34,14 +26,14 @@ type oKillTry struct {
 // a dies with tries of heads on their way.
 type oKillUpstream struct {
 	mu       sync.Mutex
-	tries    map[string][]*oKillTry // by order value, in the order they began
+	tries    map[string][]*ordertest.Try // by order value, in the order they began
 	inFlight map[string]*atomic.Int64
 	srvs     map[string]*httptest.Server
 	hang     atomic.Bool
 }
 
 func newOKillUpstream(t *testing.T) *oKillUpstream {
-	u := &oKillUpstream{tries: map[string][]*oKillTry{}, inFlight: map[string]*atomic.Int64{}, srvs: map[string]*httptest.Server{}}
+	u := &oKillUpstream{tries: map[string][]*ordertest.Try{}, inFlight: map[string]*atomic.Int64{}, srvs: map[string]*httptest.Server{}}
 	ended := make(chan struct{}) // closed when the test ends, before the servers close
 	for _, inst := range []string{"a", "b"} {
 		u.inFlight[inst] = &atomic.Int64{}
@@ -53,7 +45,7 @@ func newOKillUpstream(t *testing.T) *oKillUpstream {
 			}
 			b, _ := io.ReadAll(r.Body)
 			json.Unmarshal(b, &body)
-			tr := &oKillTry{inst: inst, key: r.Header.Get("Idempotency-Key"), start: time.Now()}
+			tr := &ordertest.Try{Inst: inst, Key: r.Header.Get("Idempotency-Key"), Start: time.Now()}
 			u.mu.Lock()
 			u.tries[body.Obj.ID] = append(u.tries[body.Obj.ID], tr)
 			u.mu.Unlock()
@@ -75,9 +67,9 @@ func newOKillUpstream(t *testing.T) *oKillUpstream {
 			case <-ended:
 			}
 			u.mu.Lock()
-			tr.end = time.Now()
-			tr.cut = r.Context().Err() != nil
-			tr.accepted = !tr.cut
+			tr.End = time.Now()
+			tr.Cut = r.Context().Err() != nil
+			tr.Accepted = !tr.Cut
 			u.mu.Unlock()
 			w.Write([]byte(`{"ok":true}`))
 		}))
@@ -147,29 +139,16 @@ func orderKill(t *testing.T, bin, queueYAML string) {
 		a.kill()
 	}()
 
-	want := map[string][]string{} // value -> keys to be delivered, in order
-	var stale, keys []string
+	wl := ordertest.Workload{Values: values, PerValue: perValue}
+	keys, _, stale := wl.Events()
 	var mu sync.Mutex
 	var fails []string
 	var wg sync.WaitGroup
 	for vi := range values {
-		v := fmt.Sprintf("v%02d", vi)
-		for j := range perValue {
-			key := fmt.Sprintf("%s-%04d", v, j)
-			keys = append(keys, key)
-			if j%5 == 4 {
-				stale = append(stale, key)
-			} else {
-				want[v] = append(want[v], key)
-			}
-		}
+		v := wl.Value(vi)
 		wg.Go(func() {
 			for j := range perValue {
-				key := fmt.Sprintf("%s-%04d", v, j)
-				ts := j * 10
-				if j%5 == 4 {
-					ts = (j - 2) * 10 // older than the event before it
-				}
+				key, ts := wl.Key(v, j), wl.TS(j)
 				ok, last := false, ""
 				// A provider retries until someone acknowledges: a 202, or
 				// the stored answer of a copy another instance took.
@@ -214,35 +193,11 @@ func orderKill(t *testing.T, bin, queueYAML string) {
 
 	up.mu.Lock()
 	defer up.mu.Unlock()
-	cuts, dups := 0, 0
-	for vi := range values {
-		v := fmt.Sprintf("v%02d", vi)
-		tries := up.tries[v]
-		var got []string
-		for i, tr := range tries {
-			if tr.cut {
-				cuts++
-			}
-			if slices.Contains(stale, tr.key) {
-				t.Errorf("value %s: stale event %s reached the upstream (%s)", v, tr.key, tr.inst)
-			}
-			if tr.accepted {
-				if len(got) > 0 && got[len(got)-1] == tr.key {
-					dups++ // accepted just before the kill, not yet recorded
-				} else {
-					got = append(got, tr.key)
-				}
-			}
-			for _, other := range tries[:i] {
-				if other.end.After(tr.start) {
-					t.Errorf("value %s: a try of %s (%s) began while a try of %s (%s) was on its way", v, tr.key, tr.inst, other.key, other.inst)
-				}
-			}
-		}
-		if !slices.Equal(got, want[v]) {
-			t.Errorf("value %s: the upstream accepted %v, want %v", v, got, want[v])
-		}
+	res := wl.Check(up.tries, false)
+	for _, f := range res.Failures {
+		t.Error(f)
 	}
+	cuts, dups := res.Cuts, res.Twice
 	// Only a try the kill caught between the upstream's answer and its
 	// record is made again.
 	if int64(dups) > a.inFlightAtDeath {
