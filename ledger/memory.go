@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -50,6 +52,7 @@ type Memory struct {
 	mu     sync.Mutex
 	routes map[string]*memLedgerRoute
 	swept  time.Time
+	sw     memSweep
 	// done is the estimated size of the keys counted (Bytes); idle is
 	// how many of them may be forgotten for the budget. order lists
 	// those least recently used first and locks the live locks oldest
@@ -299,8 +302,9 @@ func (s memState) String() string {
 	return ""
 }
 
-// ledgerSweepEvery is how often Memory forgets every key whose time
-// is up, besides doing so lazily.
+// ledgerSweepEvery is how long Memory's pass over its keys takes, each
+// call doing its share (sweepKeys); a key whose time is up is also
+// forgotten when a call comes for it.
 const ledgerSweepEvery = time.Minute
 
 // ledgerMs is t in Unix milliseconds, 0 for the zero time.
@@ -597,23 +601,101 @@ func (m *Memory) Len() int {
 	return n
 }
 
-// sweep turns a few sync locks whose lease is over idle and, at most
-// once a minute, forgets every key whose time is up and drops the
-// forgotten keys from the budget's lists.
+// sweep turns a few sync locks whose lease is over idle, forgets its
+// share of the keys whose time is up (sweepKeys) and, at most once a
+// minute, the order values whose time is up.
 func (m *Memory) sweep(now time.Time) {
 	m.expireLocks(now)
+	m.sweepKeys(now)
 	if now.Sub(m.swept) < ledgerSweepEvery {
 		return
 	}
 	m.swept = now
 	for _, r := range m.routes {
-		for name := range r.keys {
-			r.key(name, now)
-		}
 		r.ord.sweep(now)
 	}
-	m.order = liveOnly(m.order)
-	m.locks = liveOnly(m.locks)
+	m.compact()
+}
+
+// sweepChunkMax bounds the keys one call of sweepKeys looks at: about 5 ms
+// of the store's lock at 10M keys, on the machines of docs/benchmarks.md.
+const sweepChunkMax = 100_000
+
+// memSweep is where Memory's pass over its keys stands.
+type memSweep struct {
+	at    time.Time             // the last call
+	size  int                   // the keys held when the pass began
+	owed  float64               // keys the pass is behind by
+	todo  []*memLedgerRoute     // the routes still to go in this pass
+	route *memLedgerRoute       // the route being swept
+	next  func() (string, bool) // its keys, from where the pass stands
+	stop  func()
+}
+
+// end stops the route's iterator, if any.
+func (s *memSweep) end() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.next, s.stop, s.route = nil, nil, nil
+}
+
+// Close ends the pass over the keys under way (its iterator holds the
+// route's keys); a later call starts a new one.
+func (m *Memory) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sw.end()
+	m.sw.todo = nil
+}
+
+// sweepKeys forgets, a slice at a time, every key whose time is up that
+// no call has come for (a key is forgotten lazily when one comes): each
+// call looks at its share of a pass over every key per ledgerSweepEvery
+// (the keys held when the pass began times the time since the last call,
+// over the period: the keys it forgets do not slow it down), at most
+// sweepChunkMax, resuming where the last call stopped. A pass in one
+// go held the store's lock for 0.6 s at 1M keys and 6.5 s at 10M, once a
+// minute (BenchmarkScaleKeysHeld).
+func (m *Memory) sweepKeys(now time.Time) {
+	s := &m.sw
+	el := now.Sub(s.at)
+	s.at = now
+	if el <= 0 || el > 24*time.Hour {
+		return // the first call, or a clock that jumped
+	}
+	if s.next == nil && len(s.todo) == 0 {
+		// Between passes: the next one is as long as the keys held now.
+		s.size = 0
+		for _, r := range m.routes {
+			s.size += len(r.keys)
+		}
+	}
+	s.owed = min(s.owed+float64(s.size)*el.Seconds()/ledgerSweepEvery.Seconds(), sweepChunkMax)
+	for s.owed >= 1 {
+		if s.next == nil {
+			if len(s.todo) == 0 {
+				for _, r := range m.routes {
+					s.todo = append(s.todo, r)
+				}
+			}
+			s.route, s.todo = s.todo[0], s.todo[1:]
+			s.next, s.stop = iter.Pull(maps.Keys(s.route.keys))
+		}
+		name, ok := s.next()
+		if !ok {
+			s.end()
+			if len(s.todo) == 0 {
+				// A pass is over: a new one starts with the next call
+				// that owes keys, not in this one (each key once a call).
+				s.owed = 0
+				return
+			}
+			continue
+		}
+		s.route.key(name, now)
+		s.owed--
+	}
 }
 
 // Reserve implements Ledger.

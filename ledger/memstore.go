@@ -94,7 +94,10 @@ func memStoreState(ks KeyState) store.KeyState {
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 // Close implements store.Store.
-func (s *MemoryStore) Close() error { return nil }
+func (s *MemoryStore) Close() error {
+	s.m.Close()
+	return nil
+}
 
 // Bytes is the Memory's estimated size (Memory.Bytes), what MaxBytes
 // bounds.
