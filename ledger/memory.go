@@ -655,8 +655,8 @@ func (m *Memory) Close() {
 // (the keys held when the pass began times the time since the last call,
 // over the period: the keys it forgets do not slow it down), at most
 // sweepChunkMax, resuming where the last call stopped. A pass in one
-// go held the store's lock for 0.6 s at 1M keys and 6.5 s at 10M, once a
-// minute (BenchmarkScaleKeysHeld).
+// go held the store's lock for 6.5 s at 10M keys (in proportion, about
+// 0.6 s at 1M), once a minute (BenchmarkScaleKeysHeld).
 func (m *Memory) sweepKeys(now time.Time) {
 	s := &m.sw
 	el := now.Sub(s.at)
