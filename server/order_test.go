@@ -148,40 +148,20 @@ func testOrderLoad(t *testing.T, be string, c qConf) {
 	}()
 	wl := ordertest.Workload{Values: values, PerValue: perValue}
 	keys, _, skipped := wl.Events()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []string
-	for vi := range values {
-		v := wl.Value(vi)
-		wg.Go(func() {
-			for j := range perValue {
-				key, ts := wl.Key(v, j), wl.TS(j)
-				ok, last := false, ""
-				for try := 0; try < 1000 && !ok; try++ {
-					url := a.url()
-					if (j+try)%2 == 1 && !bStopped.Load() {
-						url = b.url()
-					}
-					status, body, err := oPost(url, key, v, ts)
-					// A 202, or a replay of a copy another instance
-					// stored before it answered (or before it stopped).
-					ok = err == nil && (status == 202 || status == 200 && strings.Contains(body, "upstream"))
-					last = fmt.Sprintf("%d %s %v", status, body, err)
-					if !ok {
-						time.Sleep(10 * time.Millisecond)
-					}
-				}
-				if !ok {
-					mu.Lock()
-					errs = append(errs, key+" never acknowledged: "+last)
-					mu.Unlock()
-					return
-				}
-				acked.Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	errs := wl.Send(1000, 10*time.Millisecond, func(v, key string, ts, j, try int) (bool, string) {
+		url := a.url()
+		if (j+try)%2 == 1 && !bStopped.Load() {
+			url = b.url()
+		}
+		status, body, err := oPost(url, key, v, ts)
+		// A 202, or a replay of a copy another instance stored before it
+		// answered (or before it stopped).
+		ok := err == nil && (status == 202 || status == 200 && strings.Contains(body, "upstream"))
+		if ok {
+			acked.Add(1)
+		}
+		return ok, fmt.Sprintf("%d %s %v", status, body, err)
+	})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

@@ -141,40 +141,20 @@ func orderKill(t *testing.T, bin, queueYAML string) {
 
 	wl := ordertest.Workload{Values: values, PerValue: perValue}
 	keys, _, stale := wl.Events()
-	var mu sync.Mutex
-	var fails []string
-	var wg sync.WaitGroup
-	for vi := range values {
-		v := wl.Value(vi)
-		wg.Go(func() {
-			for j := range perValue {
-				key, ts := wl.Key(v, j), wl.TS(j)
-				ok, last := false, ""
-				// A provider retries until someone acknowledges: a 202, or
-				// the stored answer of a copy another instance took.
-				for try := 0; try < 400 && !ok; try++ {
-					g := b
-					if (j+try)%2 == 0 && !aDead.Load() {
-						g = a
-					}
-					status, body, err := post(g, key, v, ts)
-					ok = err == nil && (status == 202 || status == 200 && strings.Contains(body, `"ok"`) || status == 200 && strings.Contains(body, "skipped"))
-					last = fmt.Sprintf("%d %s %v", status, body, err)
-					if !ok {
-						time.Sleep(50 * time.Millisecond)
-					}
-				}
-				if !ok {
-					mu.Lock()
-					fails = append(fails, key+" never acknowledged: "+last)
-					mu.Unlock()
-					return
-				}
-				acked.Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	// A provider retries until someone acknowledges: a 202, or the stored
+	// answer of a copy another instance took.
+	fails := wl.Send(400, 50*time.Millisecond, func(v, key string, ts, j, try int) (bool, string) {
+		g := b
+		if (j+try)%2 == 0 && !aDead.Load() {
+			g = a
+		}
+		status, body, err := post(g, key, v, ts)
+		ok := err == nil && (status == 202 || status == 200 && strings.Contains(body, `"ok"`) || status == 200 && strings.Contains(body, "skipped"))
+		if ok {
+			acked.Add(1)
+		}
+		return ok, fmt.Sprintf("%d %s %v", status, body, err)
+	})
 	<-killed
 	if len(fails) > 0 {
 		t.Fatalf("%d events never acknowledged, e.g. %v\n%s", len(fails), fails[:min(3, len(fails))], b.tail())

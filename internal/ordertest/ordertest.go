@@ -6,6 +6,7 @@ package ordertest
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -108,4 +109,39 @@ func (w Workload) Check(tries map[string][]*Try, ignoreCut bool) Result {
 		}
 	}
 	return r
+}
+
+// Send delivers the workload as a provider does: a goroutine per value,
+// its events one after another, each sent again (after pause, at most
+// tries times) until send reports it acknowledged. send gets the event
+// (its value, key, stale value, index in its value) and the try's number,
+// from which the tests pick an instance; it returns whether the answer
+// acknowledges the event and the answer, for the failure. Send returns
+// the events never acknowledged, with their last answer.
+func (w Workload) Send(tries int, pause time.Duration, send func(v, key string, ts, j, try int) (bool, string)) []string {
+	var mu sync.Mutex
+	var fails []string
+	var wg sync.WaitGroup
+	for vi := range w.Values {
+		v := w.Value(vi)
+		wg.Go(func() {
+			for j := range w.PerValue {
+				key := w.Key(v, j)
+				ok, last := false, ""
+				for try := 0; try < tries && !ok; try++ {
+					if ok, last = send(v, key, w.TS(j), j, try); !ok {
+						time.Sleep(pause)
+					}
+				}
+				if !ok {
+					mu.Lock()
+					fails = append(fails, key+" never acknowledged: "+last)
+					mu.Unlock()
+					return // the value's later events would wait for it
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return fails
 }

@@ -1,7 +1,9 @@
 package ordertest
 
 import (
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -65,5 +67,35 @@ func TestCheck(t *testing.T) {
 	}
 	if r := w.Check(map[string][]*Try{"v00": tries}, false); !strings.Contains(strings.Join(r.Failures, "\n"), "stale event v00-0004 reached the upstream") {
 		t.Fatalf("stale event not reported: %v", r.Failures)
+	}
+}
+
+// Send sends each value's events in order, tries an event again until it
+// is acknowledged, and reports an event never acknowledged (and nothing of
+// its value after it).
+func TestSend(t *testing.T) {
+	w := Workload{Values: 2, PerValue: 3}
+	var mu sync.Mutex
+	sent := map[string][]string{}
+	fails := w.Send(3, 0, func(v, key string, ts, j, try int) (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent[v] = append(sent[v], key)
+		switch {
+		case key == "v00-0001" && try == 0:
+			return false, "503 busy" // acknowledged at the second try
+		case key == "v01-0001":
+			return false, "500 down" // never
+		}
+		return true, "202"
+	})
+	if strings.Join(fails, ";") != "v01-0001 never acknowledged: 500 down" {
+		t.Fatalf("fails %v", fails)
+	}
+	if !slices.Equal(sent["v00"], []string{"v00-0000", "v00-0001", "v00-0001", "v00-0002"}) {
+		t.Fatalf("v00 sent %v", sent["v00"])
+	}
+	if !slices.Equal(sent["v01"], []string{"v01-0000", "v01-0001", "v01-0001", "v01-0001"}) {
+		t.Fatalf("v01 sent %v", sent["v01"])
 	}
 }
