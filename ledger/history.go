@@ -36,7 +36,7 @@ type HistoryOptions struct {
 	// Instance names this instance in its entries.
 	Instance string
 
-	box *histBox // the script arguments of the fields above (prepared)
+	box *histBox // the script arguments of the fields above (Prepared)
 }
 
 func (o HistoryOptions) keep() time.Duration {
@@ -324,7 +324,7 @@ func appendHist(dst []any, ctx context.Context, o HistoryOptions, now time.Time)
 		return append(dst, histOff[:]...)
 	}
 	b := o.box
-	if b == nil {
+	if b == nil { // options not passed through Prepared
 		b = o.boxed()
 	}
 	n := store.NoteFrom(ctx)
@@ -334,14 +334,7 @@ func appendHist(dst []any, ctx context.Context, o HistoryOptions, now time.Time)
 	if !n.At.IsZero() {
 		now = n.At
 	}
-	var st, up any = 0, 0
-	if n.Status != 0 {
-		st = n.Status
-	}
-	if n.UpstreamMS != 0 {
-		up = n.UpstreamMS
-	}
-	return append(dst, b.cap, b.keep, now.UnixMilli(), b.inst, store.CleanField(n.RequestID), st, up, store.CleanField(n.Suffix()))
+	return append(dst, b.cap, b.keep, now.UnixMilli(), b.inst, store.CleanField(n.RequestID), n.Status, n.UpstreamMS, store.CleanField(n.Suffix()))
 }
 
 // histBox is a HistoryOptions's constant script arguments, boxed once.
@@ -351,8 +344,9 @@ func (o HistoryOptions) boxed() *histBox {
 	return &histBox{cap: o.Cap, negCap: -o.Cap, keep: o.keep().Milliseconds(), inst: store.CleanField(o.Instance)}
 }
 
-// prepared is o with its constant script arguments boxed (SetHistory).
-func (o HistoryOptions) prepared() HistoryOptions {
+// Prepared is o with its constant script arguments boxed once, for the
+// SetHistory of a store whose scripts take them (HistoryArgs).
+func (o HistoryOptions) Prepared() HistoryOptions {
 	o.box = o.boxed()
 	return o
 }
@@ -400,7 +394,7 @@ func (l *Redis) Note(ctx context.Context, route, key, verdict string) error {
 }
 
 // SetHistory sets the history's options; call it before use.
-func (s *SyncRedis) SetHistory(o HistoryOptions) { s.hist = o.prepared() }
+func (s *SyncRedis) SetHistory(o HistoryOptions) { s.hist = o.Prepared() }
 
 // SetHistory sets the history's options of the sync routes' records;
 // call it before use.
@@ -409,7 +403,7 @@ func (s *RedisStore) SetHistory(o HistoryOptions) { s.sync.SetHistory(o) }
 // SetHistory sets the history's options; call it before use (after
 // SetSync).
 func (l *Redis) SetHistory(o HistoryOptions) {
-	o = o.prepared()
+	o = o.Prepared()
 	l.histo = o
 	if l.sync != nil {
 		l.sync.SetHistory(o)

@@ -1343,7 +1343,7 @@ func (r *Redis) keyShards(route, key string) []int {
 }
 
 // SetHistory sets the keys' history options; call it before use.
-func (r *Redis) SetHistory(o ledger.HistoryOptions) { r.histo = o }
+func (r *Redis) SetHistory(o ledger.HistoryOptions) { r.histo = o.Prepared() }
 
 // hargs are the history's script arguments (ledger.HistoryArgs).
 func (r *Redis) hargs(ctx context.Context, status int) []any {
