@@ -163,8 +163,10 @@ func (m *Memory) Note(ctx context.Context, route, key, verdict string) error {
 // histLua is the history's part of the Lua library.
 var histLua = []luaFunc{
 	{"hist_args", `
--- hist_args reads the history arguments from ARGV[i]: cap, keep ms, at
--- ms, instance, request id, status, upstream ms, detail suffix; nil
+-- hist_args reads the history arguments from ARGV[i]: cap, keep ms (as
+-- sent: hist_kept alone reads it as a number), at ms, instance, request
+-- id, status, upstream ms, detail suffix (strings: an entry joins them as
+-- they are, no number is formatted again); nil
 -- when the history is off (cap 0). A negative cap: on, but this call
 -- records nothing (H[9]): a history it moves is kept all the same.
 local function hist_args(i)
@@ -172,7 +174,7 @@ local function hist_args(i)
   if cap == 0 then
     return nil
   end
-  return {math.abs(cap), tonumber(ARGV[i + 1]) or 0, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], cap < 0}
+  return {math.abs(cap), ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], cap < 0}
 end
 `},
 	{"hist_entry", `
@@ -182,7 +184,7 @@ end
 -- transitions that read and write the record anyway (key_claim,
 -- key_done) carry the history in the same HMGET and HSET.
 local function hist_entry(s, H, kind, attempt, status, detail)
-  if not status or status == 0 then
+  if not status or status == 0 or status == '0' then
     status = H[6]
   end
   local e = H[3] .. '\31' .. kind .. '\31' .. H[4] .. '\31' .. H[5] .. '\31' .. (attempt or 0) .. '\31' .. status .. '\31' .. H[7] .. '\31' .. (detail or '') .. H[8]
@@ -190,8 +192,17 @@ local function hist_entry(s, H, kind, attempt, status, detail)
     return e
   end
   s = s .. '\30' .. e
-  local _, n = string.gsub(s, '\30', '')
-  n = n + 1
+  -- Every entry holds seven \31 and one \30 joins two: n entries take at
+  -- least 8n - 1 bytes, so a shorter history cannot be over the cap and
+  -- is not counted (a key's few entries are never scanned).
+  if #s < 8 * H[1] then
+    return s
+  end
+  local n, i = 1, string.find(s, '\30', 1, true)
+  while i do
+    n = n + 1
+    i = string.find(s, '\30', i + 1, true)
+  end
   while n > H[1] do
     s = string.sub(s, string.find(s, '\30', 1, true) + 1)
     n = n - 1
@@ -225,8 +236,9 @@ local function hist_kept(k, H, old, kind, attempt, detail)
     redis.call('HSET', k, 'h', old)
   end
   hist_add(k, H, kind, attempt, 0, detail)
-  if redis.call('PTTL', k) < H[2] then
-    redis.call('PEXPIRE', k, H[2])
+  local keep = tonumber(H[2]) or 0
+  if redis.call('PTTL', k) < keep then
+    redis.call('PEXPIRE', k, keep)
   end
 end
 `},

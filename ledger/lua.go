@@ -396,7 +396,7 @@ local function key_done(k, tok, rec, retention, H, status)
     end
   end
   if H and not H[9] then
-    redis.call('HSET', k, 'st', DONE, 'rec', rec, 'h', hist_entry(h[6], H, 'settle', h[5], tonumber(status), 'finished'))
+    redis.call('HSET', k, 'st', DONE, 'rec', rec, 'h', hist_entry(h[6], H, 'settle', h[5], status, 'finished'))
   else
     redis.call('HSET', k, 'st', DONE, 'rec', rec)
   end

@@ -232,6 +232,17 @@ var syncHistoryCases = []testCase{
 			t.Fatalf("history after reset and claim ends %s", got)
 		}
 	}},
+	// The claim and the finish append their entry in the record's own
+	// write: the cap holds there too, the oldest entries dropped first.
+	{"HistorySyncCapped", func(t *testing.T, l Subject, clock *Clock) {
+		h := historied(t, l, 2)
+		c := MustClaim(t, l, "k", store.Claimed)
+		mustRelease(t, l, "k", c.Token, nil)
+		c = MustClaim(t, l, "k", store.Claimed)
+		wantHistory(t, h, "k", "release/released/1/0 arrival/forwarded/2/0")
+		mustFinish(t, l, "k", c.Token, nil)
+		wantHistory(t, h, "k", "arrival/forwarded/2/0 settle/finished/2/202")
+	}},
 	{"HistorySyncGoneWithKey", func(t *testing.T, l Subject, clock *Clock) {
 		h := historied(t, l, 50)
 		c := MustClaim(t, l, "k", store.Claimed)
