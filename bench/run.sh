@@ -797,19 +797,30 @@ log "running: $ROUNDS round(s) x $nc case(s) x ${#TARGETS[@]} target(s) x ${DURA
 log "wrk -t$THREADS -c$CONNECTIONS; upstream $UP_ADDR, nginx :$NGINX_PORT, haproxy :$HAPROXY_PORT, caddy :$CADDY_PORT, redis :$REDIS_PORT, kfake :$KAFKA_PORT, floors :$FLOOR_PORT, clawgate :$CG_PORT; logs: $BENCH_LOGS"
 has floor-answer && log "floor-answer runs the duplicates case only (it never forwards: unique, mix and fixed rate would measure nothing)"
 
+# round_order R: the targets in round R's order, one a line: rotated by one
+# per round (no target is always first after an idle pause), and backwards
+# in every second round, so that two targets a round compares (a target and
+# its floor or Nginx, Redis with and without the history) run in both orders
+# over the rounds rather than always in the same one.
+round_order() {
+	local r=$1 n=${#TARGETS[@]} k i
+	for ((k = 0; k < n; k++)); do
+		i=$(((k + r - 1) % n))
+		((r % 2 == 0)) && i=$((n - 1 - i))
+		echo "${TARGETS[$i]}"
+	done
+}
 for ((r = 1; r <= ROUNDS; r++)); do
+	mapfile -t order < <(round_order "$r")
 	for c in $BENCH_CASES; do
-		n=${#TARGETS[@]}
-		for ((k = 0; k < n; k++)); do
-			t=${TARGETS[$(((k + r - 1) % n))]}
+		for t in "${order[@]}"; do
 			skips "$c" "$t" || run_wrk "$r" "$c" "$t"
 		done
 	done
 done
 for ((r = 1; r <= RATE_ROUNDS; r++)); do
-	n=${#TARGETS[@]}
-	for ((k = 0; k < n; k++)); do
-		t=${TARGETS[$(((k + r - 1) % n))]}
+	mapfile -t order < <(round_order "$r")
+	for t in "${order[@]}"; do
 		skips rate "$t" || run_rate "$r" "$t"
 	done
 done
