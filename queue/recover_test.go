@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -231,6 +233,9 @@ func TestRedisRestartWithoutPersistenceWhileEventsArriveDeliversOnce(t *testing.
 		}
 		envs = append(envs, startManager(t, b, sender, route, func(o *Options) {
 			o.Consumer, o.Block = name, 20*time.Millisecond
+			// The managers' warnings and errors (a backend failing, a
+			// group recreated) go to the test's log, to read a failure by.
+			o.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("instance", name)
 		}))
 	}
 	const restarts = 5
@@ -265,6 +270,19 @@ func TestRedisRestartWithoutPersistenceWhileEventsArriveDeliversOnce(t *testing.
 			}
 		})
 	}
+	diag := newRedisClient(t, srv.Addr)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the queue looked like when the test gave up.
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		groups, gerr := diag.XInfoGroups(c, testStream).Result()
+		n, lerr := diag.XLen(c, testStream).Result()
+		t.Logf("at the end: %d sent, %d delivered, %d restarts; stream length %d (%v), groups %+v (%v)",
+			seq.Load(), sender.successes(), epoch.Load(), n, lerr, groups, gerr)
+	})
 	for r := range restarts {
 		want := sender.successes() + 200
 		waitFor(t, fmt.Sprintf("deliveries before restart %d", r+1), func() bool { return sender.successes() >= want })
@@ -308,4 +326,90 @@ func TestRedisRestartWithoutPersistenceWhileEventsArriveDeliversOnce(t *testing.
 		}
 	}
 	t.Logf("%d events sent, %d acknowledged after the last restart, %d delivered twice", seq.Load(), len(keys), doubles)
+}
+
+// Regression: a recovery followed the events that kept arriving while it
+// ran (it paged through the age set by rank up to its end, wherever that
+// was by then), so with arrivals faster than its pass it never ended and
+// no instance read the shard: a queue stalled after a Redis restart
+// without persistence under load (TestRedisRestartWithoutPersistence...
+// timed out with 250,000 events waiting and no consumer in the group).
+// Now the pass covers the events queued when it began, in pages by score,
+// and deliveries during it (which remove events from the age set) make
+// it skip none.
+func TestRedisRecoveryEndsWhileEventsKeepArriving(t *testing.T) {
+	b, c, check := newInvariantRedis(t)
+	ctx := context.Background()
+	defer func(n int) { recoverPage, recoverPageHook = n, nil }(recoverPage)
+	recoverPage = 5
+
+	// 23 events queued an hour ago, 12 of them in the same millisecond
+	// (more than a page share a score).
+	old := keyNames(23, "old")
+	past := msNow().Add(-time.Hour)
+	for i, k := range old {
+		e := testEntry(k, "fp")
+		e.FirstSeen = past.Add(time.Duration(max(0, i-11)) * time.Millisecond)
+		mustEnqueue(t, b, e, 1000)
+	}
+	if err := c.Del(ctx, testStream).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	tries := map[string]int{}
+	deliver := func() {
+		for _, l := range tryRead(t, b, "C", 100) {
+			j, ok, err := b.Begin(ctx, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				tries[j.Key]++
+				mustSettle(t, b, "C", j, delivered(200, "", "fp"), Recorded)
+			}
+		}
+	}
+	// After each page: five new events arrive, and what is ready is
+	// delivered (requeued old events among them).
+	pages, fresh := 0, 0
+	recoverPageHook = func() {
+		pages++
+		if pages > 50 {
+			return // the old pass: it would never end
+		}
+		for range 5 {
+			fresh++
+			mustEnqueue(t, b, testEntry(fmt.Sprintf("new%03d", fresh), "fp"), 1000)
+		}
+		deliver()
+	}
+	_, err := b.Read(ctx, testRoute, 0, "B", 100, 10*time.Millisecond)
+	if !errors.Is(err, ErrGroupLost) {
+		t.Fatalf("Read after the stream was lost: %v, want ErrGroupLost", err)
+	}
+	recoverPageHook = nil
+	if want := 23/5 + 2; pages > want {
+		t.Fatalf("the recovery read %d pages of 5 for 23 events queued before it (at most %d): it followed the new arrivals", pages, want)
+	}
+	if !strings.Contains(err.Error(), " 23 requeued") {
+		t.Errorf("recovery: %v, want the 23 old events requeued", err)
+	}
+	check("the recovery")
+	for round := 0; mustStats(t, b).Depth > 0; round++ {
+		if round == 100 {
+			t.Fatalf("events still queued after %d rounds: %+v", round, mustStats(t, b))
+		}
+		deliver()
+	}
+	for _, k := range old {
+		if tries[k] != 1 {
+			t.Errorf("old key %s tried %d times, want once", k, tries[k])
+		}
+	}
+	for i := 1; i <= fresh; i++ {
+		if k := fmt.Sprintf("new%03d", i); tries[k] != 1 {
+			t.Errorf("new key %s tried %d times, want once", k, tries[k])
+		}
+	}
+	check("the deliveries")
 }

@@ -802,6 +802,14 @@ var ErrGroupLost = errors.New("queue: the ready stream's consumer group was miss
 // mints new tokens. After a restart without persistence the stream holds
 // only the events that arrived since, each with its entry: they are read
 // from the recreated group and none is requeued.
+//
+// The pass covers the events queued when it began (the age set up to its
+// newest score then), in pages by score: an event enqueued later has its
+// entry in the recreated stream already, and a pass that followed the
+// arrivals would never end while they came faster than it went (no read
+// of the shard meanwhile: the queue stalled). Paging by score rather
+// than rank also keeps deliveries, which remove events from the set
+// meanwhile, from making it skip any.
 func (r *Redis) recover(ctx context.Context, route string, shard int) error {
 	cctx, cancel := r.ctx(ctx)
 	err := r.createGroup(cctx, route, shard)
@@ -809,35 +817,86 @@ func (r *Redis) recover(ctx context.Context, route string, shard int) error {
 	if err != nil {
 		return err
 	}
+	age := r.ageSet(route, shard)
+	cctx, cancel = r.ctx(ctx)
+	newest, err := r.client.ZRangeWithScores(cctx, age, -1, -1).Result()
+	cancel()
+	if err != nil {
+		return fail("recover", err)
+	}
 	requeued := 0
-	var start int64
-	for {
-		cctx, cancel := r.ctx(ctx)
-		eids, err := r.client.ZRange(cctx, r.ageSet(route, shard), start, start+499).Result()
-		cancel()
-		if err != nil {
-			return fail("recover", err)
-		}
-		for _, eid := range eids {
+	if len(newest) == 1 {
+		hi := strconv.FormatFloat(newest[0].Score, 'f', -1, 64)
+		lo, atLo := "-inf", map[string]bool{} // the page's lowest score, and the events seen at it
+		for {
 			cctx, cancel := r.ctx(ctx)
-			key, err := r.client.HGet(cctx, r.event(route, shard, eid), "key").Result()
-			if err == nil {
-				keys := []string{r.keyHash(route, shard, key), r.retrySet(route, shard), r.stream(route, shard)}
-				var n int64
-				n, err = r.run(cctx, requeueScript, keys, eid, newToken(), key).Int64()
-				requeued += int(n)
-			}
+			page, err := r.client.ZRangeByScoreWithScores(cctx, age, &redis.ZRangeBy{Min: lo, Max: hi, Count: int64(recoverPage + len(atLo))}).Result()
 			cancel()
-			if err != nil && !errors.Is(err, redis.Nil) {
+			if err != nil {
 				return fail("recover", err)
 			}
+			fresh := 0
+			for _, z := range page {
+				eid, _ := z.Member.(string)
+				if atLo[eid] {
+					continue
+				}
+				fresh++
+				n, err := r.requeue(ctx, route, shard, eid)
+				if err != nil {
+					return fail("recover", err)
+				}
+				requeued += n
+			}
+			if recoverPageHook != nil {
+				recoverPageHook()
+			}
+			if fresh == 0 || len(page) < recoverPage+len(atLo) {
+				break
+			}
+			// The next page starts at this one's highest score, inclusive
+			// (many events can share a millisecond): the ones seen at it
+			// are skipped.
+			last := page[len(page)-1].Score
+			if next := strconv.FormatFloat(last, 'f', -1, 64); next != lo {
+				lo, atLo = next, map[string]bool{}
+			}
+			for _, z := range page {
+				if z.Score == last {
+					eid, _ := z.Member.(string)
+					atLo[eid] = true
+				}
+			}
 		}
-		if len(eids) < 500 {
-			break
-		}
-		start += 500
 	}
 	return fmt.Errorf("%w (route %s, shard %d, %d requeued)", ErrGroupLost, route, shard, requeued)
+}
+
+// recoverPage is how many events a recovery reads from the age set at a
+// time; recoverPageHook, when set (tests), runs after each page.
+var (
+	recoverPage     = 500
+	recoverPageHook func()
+)
+
+// requeue puts event eid back when it has no live entry (requeueScript):
+// 1 requeued, 0 not (gone meanwhile, or still live).
+func (r *Redis) requeue(ctx context.Context, route string, shard int, eid string) (int, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	key, err := r.client.HGet(ctx, r.event(route, shard, eid), "key").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	keys := []string{r.keyHash(route, shard, key), r.retrySet(route, shard), r.stream(route, shard)}
+	n, err := r.run(ctx, requeueScript, keys, eid, newToken(), key).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return int(n), err
 }
 
 func (r *Redis) leases(route string, shard int, consumer string, msgs []redis.XMessage) []Lease {
