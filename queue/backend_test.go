@@ -37,7 +37,9 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b Backend)) {
 // the test ends.
 func newRedisClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	// No command retries, as the gateway's own client (store.NewRedis):
+	// the library's default would run a script again after a lost reply.
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
