@@ -18,6 +18,22 @@ import (
 
 const testStream = "test:webhook_queue:{q:hooks:0}"
 
+// deliverReady reads what is ready on shard 0 as consumer, begins each
+// entry and settles it delivered, counting the tries per key in tries.
+func deliverReady(t *testing.T, b Backend, consumer string, tries map[string]int) {
+	t.Helper()
+	for _, l := range tryRead(t, b, consumer, 100) {
+		j, ok, err := b.Begin(context.Background(), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			tries[j.Key]++
+			mustSettle(t, b, consumer, j, delivered(200, "", "fp"), Recorded)
+		}
+	}
+}
+
 func assertGroupExists(t *testing.T, c *redis.Client) {
 	t.Helper()
 	groups, err := c.XInfoGroups(context.Background(), testStream).Result()
@@ -85,20 +101,7 @@ func TestRedisRecoversALostStream(t *testing.T) {
 		if _, err := b.Promote(ctx, testRoute, 0, msNow().Add(2*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		ls, err := b.Read(ctx, testRoute, 0, "B", 100, 10*time.Millisecond)
-		if err != nil {
-			t.Fatalf("Read: %v", err)
-		}
-		for _, l := range ls {
-			j, ok, err := b.Begin(ctx, l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				tries[j.Key]++
-				mustSettle(t, b, "B", j, delivered(200, "", "fp"), Recorded)
-			}
-		}
+		deliverReady(t, b, "B", tries)
 		check(fmt.Sprintf("delivery round %d", round))
 	}
 	for _, k := range keys {
@@ -357,18 +360,7 @@ func TestRedisRecoveryEndsWhileEventsKeepArriving(t *testing.T) {
 	}
 
 	tries := map[string]int{}
-	deliver := func() {
-		for _, l := range tryRead(t, b, "C", 100) {
-			j, ok, err := b.Begin(ctx, l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				tries[j.Key]++
-				mustSettle(t, b, "C", j, delivered(200, "", "fp"), Recorded)
-			}
-		}
-	}
+	deliver := func() { deliverReady(t, b, "C", tries) }
 	// After each page: five new events arrive, and what is ready is
 	// delivered (requeued old events among them).
 	pages, fresh := 0, 0
