@@ -817,59 +817,66 @@ func (r *Redis) recover(ctx context.Context, route string, shard int) error {
 	if err != nil {
 		return err
 	}
-	age := r.ageSet(route, shard)
-	cctx, cancel = r.ctx(ctx)
-	newest, err := r.client.ZRangeWithScores(cctx, age, -1, -1).Result()
-	cancel()
+	requeued, err := r.requeueQueued(ctx, route, shard)
 	if err != nil {
 		return fail("recover", err)
 	}
+	return fmt.Errorf("%w (route %s, shard %d, %d requeued)", ErrGroupLost, route, shard, requeued)
+}
+
+// requeueQueued is recover's pass over the events queued when it began:
+// each is requeued unless it has a live entry; it returns how many were.
+func (r *Redis) requeueQueued(ctx context.Context, route string, shard int) (int, error) {
+	age := r.ageSet(route, shard)
+	cctx, cancel := r.ctx(ctx)
+	newest, err := r.client.ZRangeWithScores(cctx, age, -1, -1).Result()
+	cancel()
+	if err != nil || len(newest) == 0 {
+		return 0, err
+	}
+	hi := strconv.FormatFloat(newest[0].Score, 'f', -1, 64)
+	lo, atLo := "-inf", map[string]bool{} // the page's lowest score, and the events seen at it
 	requeued := 0
-	if len(newest) == 1 {
-		hi := strconv.FormatFloat(newest[0].Score, 'f', -1, 64)
-		lo, atLo := "-inf", map[string]bool{} // the page's lowest score, and the events seen at it
-		for {
-			cctx, cancel := r.ctx(ctx)
-			page, err := r.client.ZRangeByScoreWithScores(cctx, age, &redis.ZRangeBy{Min: lo, Max: hi, Count: int64(recoverPage + len(atLo))}).Result()
-			cancel()
+	for {
+		cctx, cancel := r.ctx(ctx)
+		page, err := r.client.ZRangeByScoreWithScores(cctx, age, &redis.ZRangeBy{Min: lo, Max: hi, Count: int64(recoverPage + len(atLo))}).Result()
+		cancel()
+		if err != nil {
+			return requeued, err
+		}
+		for _, z := range page {
+			eid, _ := z.Member.(string)
+			if atLo[eid] {
+				continue
+			}
+			n, err := r.requeue(ctx, route, shard, eid)
 			if err != nil {
-				return fail("recover", err)
+				return requeued, err
 			}
-			fresh := 0
-			for _, z := range page {
+			requeued += n
+		}
+		if recoverPageHook != nil {
+			recoverPageHook()
+		}
+		// A page short of its count is the last (a full one holds at
+		// least recoverPage events not seen before).
+		if len(page) < recoverPage+len(atLo) {
+			return requeued, nil
+		}
+		// The next page starts at this one's highest score, inclusive
+		// (many events can share a millisecond): the ones seen at it
+		// are skipped.
+		last := page[len(page)-1].Score
+		if next := strconv.FormatFloat(last, 'f', -1, 64); next != lo {
+			lo, atLo = next, map[string]bool{}
+		}
+		for _, z := range page {
+			if z.Score == last {
 				eid, _ := z.Member.(string)
-				if atLo[eid] {
-					continue
-				}
-				fresh++
-				n, err := r.requeue(ctx, route, shard, eid)
-				if err != nil {
-					return fail("recover", err)
-				}
-				requeued += n
-			}
-			if recoverPageHook != nil {
-				recoverPageHook()
-			}
-			if fresh == 0 || len(page) < recoverPage+len(atLo) {
-				break
-			}
-			// The next page starts at this one's highest score, inclusive
-			// (many events can share a millisecond): the ones seen at it
-			// are skipped.
-			last := page[len(page)-1].Score
-			if next := strconv.FormatFloat(last, 'f', -1, 64); next != lo {
-				lo, atLo = next, map[string]bool{}
-			}
-			for _, z := range page {
-				if z.Score == last {
-					eid, _ := z.Member.(string)
-					atLo[eid] = true
-				}
+				atLo[eid] = true
 			}
 		}
 	}
-	return fmt.Errorf("%w (route %s, shard %d, %d requeued)", ErrGroupLost, route, shard, requeued)
 }
 
 // recoverPage is how many events a recovery reads from the age set at a
